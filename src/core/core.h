@@ -1,0 +1,57 @@
+/*
+ * core.h - internal declarations shared by every module (grove__ prefix, not installed).
+ */
+#ifndef GROVE_CORE_H
+#define GROVE_CORE_H
+
+#include "grove/grove.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GROVE__ERR_LEN 1024
+
+struct grove_ctx {
+    grove_backend backend; /* resolved: CPU or CUDA */
+    int device;            /* CUDA device index, -1 on the CPU */
+    void *stream;          /* cudaStream_t */
+    int own_stream;        /* 1 if the context created (and must destroy) the stream */
+    int num_threads;       /* OpenMP threads, 0 = default */
+    int create_failed;     /* set when grove_ctx_create returned an error */
+    char err[GROVE__ERR_LEN];
+};
+
+/* Records a formatted message in ctx (if ctx is not NULL) and returns s, so that a failure
+ * can be reported in one statement: `return grove__error(ctx, GROVE_ERR_X, "...", ...);`. */
+grove_status grove__error(grove_ctx *ctx, grove_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Checks that ctx is a usable context (not NULL, not a failed create). */
+grove_status grove__check_ctx(grove_ctx *ctx);
+
+/* Number of CPU threads to use for this context. */
+int grove__threads(const grove_ctx *ctx);
+
+/* Propagate a failure: evaluate expr, return its status if it is not GROVE_OK. */
+#define GROVE_TRY(expr)                                                                            \
+    do {                                                                                           \
+        grove_status grove__s_ = (expr);                                                           \
+        if (grove__s_ != GROVE_OK) return grove__s_;                                               \
+    } while (0)
+
+/* Same, but store the status in `st` and jump to the function's `_end:` cleanup label. */
+#define GROVE_TRY_END(st, expr)                                                                    \
+    do {                                                                                           \
+        (st) = (expr);                                                                             \
+        if ((st) != GROVE_OK) goto _end;                                                           \
+    } while (0)
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GROVE_CORE_H */

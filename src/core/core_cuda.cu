@@ -1,0 +1,141 @@
+/*
+ * core_cuda.cu - device discovery, per-context device and stream, allocation and copies.
+ * Every CUDA call is checked; failures become grove statuses with a message.
+ */
+#include <cuda_runtime.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core_cuda.h"
+
+extern "C" int grove__cuda_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError(); /* clear the sticky-free error so later calls start clean */
+        return 0;
+    }
+    return n;
+}
+
+extern "C" grove_status grove__cuda_device_query(int index, grove_device_info *info)
+{
+    cudaDeviceProp p;
+    size_t free_b = 0, total_b = 0;
+    int prev = 0;
+    if (cudaGetDeviceProperties(&p, index) != cudaSuccess) {
+        cudaGetLastError();
+        return GROVE_ERR_CUDA;
+    }
+    memset(info, 0, sizeof *info);
+    info->index = index;
+    snprintf(info->name, sizeof info->name, "%s", p.name);
+    info->cc_major = p.major;
+    info->cc_minor = p.minor;
+    info->sm_count = p.multiProcessorCount;
+    info->total_mem = p.totalGlobalMem;
+    info->l2_bytes = p.l2CacheSize;
+    info->mem_bus_bits = p.memoryBusWidth;
+    if (cudaGetDevice(&prev) == cudaSuccess && cudaSetDevice(index) == cudaSuccess &&
+        cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+        info->free_mem = free_b;
+    cudaGetLastError();
+    cudaSetDevice(prev);
+    return GROVE_OK;
+}
+
+extern "C" grove_status grove__cuda_status(grove_ctx *ctx, int cuda_err, const char *what)
+{
+    cudaError_t e = (cudaError_t)cuda_err;
+    grove_status s = GROVE_ERR_CUDA;
+    if (e == cudaErrorMemoryAllocation) s = GROVE_ERR_DEVICE_OUT_OF_MEMORY;
+    else if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver)
+        s = GROVE_ERR_NO_DEVICE;
+    /* Clear a non-sticky error so the next call on this thread is not blamed for it. */
+    cudaGetLastError();
+    return grove__error(ctx, s, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+extern "C" grove_status grove__cuda_use(grove_ctx *ctx)
+{
+    GROVE_CUDA_TRY(ctx, cudaSetDevice(ctx->device), "cudaSetDevice");
+    return GROVE_OK;
+}
+
+extern "C" grove_status grove__cuda_ctx_init(grove_ctx *ctx, void *user_stream)
+{
+    char what[64];
+    snprintf(what, sizeof what, "selecting CUDA device %d", ctx->device);
+    GROVE_CUDA_TRY(ctx, cudaSetDevice(ctx->device), what);
+    /* Touch the device now so that a broken driver is found here, not in the first call. */
+    GROVE_CUDA_TRY(ctx, cudaFree(0), what);
+    if (user_stream) {
+        ctx->stream = user_stream;
+        ctx->own_stream = 0;
+    } else {
+        cudaStream_t s;
+        GROVE_CUDA_TRY(ctx, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
+                       "creating the context's CUDA stream");
+        ctx->stream = (void *)s;
+        ctx->own_stream = 1;
+    }
+    return GROVE_OK;
+}
+
+extern "C" void grove__cuda_ctx_fini(grove_ctx *ctx)
+{
+    if (ctx->own_stream && ctx->stream) {
+        cudaSetDevice(ctx->device);
+        cudaStreamSynchronize((cudaStream_t)ctx->stream);
+        cudaStreamDestroy((cudaStream_t)ctx->stream);
+        cudaGetLastError();
+    }
+    ctx->stream = NULL;
+    ctx->own_stream = 0;
+}
+
+extern "C" grove_status grove__cuda_alloc(grove_ctx *ctx, void **p, size_t bytes, void *stream,
+                                          const char *what)
+{
+    cudaError_t e;
+    *p = NULL;
+    if (bytes == 0) return GROVE_OK;
+    e = cudaMallocAsync(p, bytes, (cudaStream_t)stream);
+    if (e != cudaSuccess) {
+        char msg[256];
+        *p = NULL;
+        snprintf(msg, sizeof msg, "allocating %zu bytes of device memory for %s", bytes, what);
+        return grove__cuda_status(ctx, (int)e, msg);
+    }
+    return GROVE_OK;
+}
+
+extern "C" void grove__cuda_free(void *p, void *stream)
+{
+    if (p) cudaFreeAsync(p, (cudaStream_t)stream);
+}
+
+extern "C" grove_status grove__cuda_h2d(grove_ctx *ctx, void *d, const void *h, size_t bytes,
+                                        void *stream)
+{
+    if (bytes == 0) return GROVE_OK;
+    GROVE_CUDA_TRY(ctx, cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, (cudaStream_t)stream),
+                   "copying input to the GPU");
+    return GROVE_OK;
+}
+
+extern "C" grove_status grove__cuda_d2h(grove_ctx *ctx, void *h, const void *d, size_t bytes,
+                                        void *stream)
+{
+    if (bytes == 0) return GROVE_OK;
+    GROVE_CUDA_TRY(ctx, cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)stream),
+                   "copying results from the GPU");
+    return GROVE_OK;
+}
+
+extern "C" grove_status grove__cuda_sync(grove_ctx *ctx, void *stream, const char *what)
+{
+    GROVE_CUDA_TRY(ctx, cudaStreamSynchronize((cudaStream_t)stream), what);
+    return GROVE_OK;
+}

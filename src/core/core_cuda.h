@@ -1,0 +1,51 @@
+/*
+ * core_cuda.h - C declarations of the CUDA helpers in core_cuda.cu (internal).
+ * Only called when the library is built with CUDA (GROVE_HAVE_CUDA).
+ */
+#ifndef GROVE_CORE_CUDA_H
+#define GROVE_CORE_CUDA_H
+
+#include "core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Number of usable devices; 0 on any driver error (no driver, no GPU). */
+int grove__cuda_device_count(void);
+grove_status grove__cuda_device_query(int index, grove_device_info *info);
+
+/* Selects ctx->device and creates ctx->stream when the user gave none. */
+grove_status grove__cuda_ctx_init(grove_ctx *ctx, void *user_stream);
+void grove__cuda_ctx_fini(grove_ctx *ctx);
+
+/* Makes ctx->device current for this thread (contexts may move between threads). */
+grove_status grove__cuda_use(grove_ctx *ctx);
+
+/* Stream-ordered allocation on `stream`; `what` names the buffer in the error message. */
+grove_status grove__cuda_alloc(grove_ctx *ctx, void **p, size_t bytes, void *stream,
+                               const char *what);
+void grove__cuda_free(void *p, void *stream);
+grove_status grove__cuda_h2d(grove_ctx *ctx, void *d, const void *h, size_t bytes, void *stream);
+grove_status grove__cuda_d2h(grove_ctx *ctx, void *h, const void *d, size_t bytes, void *stream);
+grove_status grove__cuda_sync(grove_ctx *ctx, void *stream, const char *what);
+
+/* Maps a cudaError_t (passed as int) to a grove status with a message naming `what`. */
+grove_status grove__cuda_status(grove_ctx *ctx, int cuda_err, const char *what);
+
+#ifdef __cplusplus
+}
+#endif
+
+#ifdef __CUDACC__
+/* In .cu files: check a CUDA runtime call; on failure record the error and return. */
+#define GROVE_CUDA_TRY(ctx, call, what)                                                            \
+    do {                                                                                           \
+        cudaError_t grove__e_ = (call);                                                            \
+        if (grove__e_ != cudaSuccess) return grove__cuda_status((ctx), (int)grove__e_, (what));    \
+    } while (0)
+/* Check that the last kernel launch was accepted. */
+#define GROVE_CUDA_LAUNCHED(ctx, what) GROVE_CUDA_TRY(ctx, cudaGetLastError(), what)
+#endif
+
+#endif /* GROVE_CORE_CUDA_H */

@@ -1,0 +1,94 @@
+/*
+ * testutil.h - small helpers shared by the test programs: a seeded RNG, checks that count
+ * failures instead of aborting, and the GPU skip convention (exit 77).
+ */
+#ifndef GROVE_TESTUTIL_H
+#define GROVE_TESTUTIL_H
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grove/grove.h"
+
+#define TEST_SKIP 77
+
+static int tu_failures = 0;
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
+            tu_failures++;                                                                         \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                                       \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);               \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            tu_failures++;                                                                         \
+        }                                                                                          \
+    } while (0)
+
+/* Expect an exact status; print the context's message when it differs. */
+#define CHECK_STATUS(ctx, expr, want)                                                              \
+    do {                                                                                           \
+        grove_status got_ = (expr);                                                                \
+        if (got_ != (want)) {                                                                      \
+            fprintf(stderr, "%s:%d: %s returned %d (%s), want %d (%s); last error: %s\n",          \
+                    __FILE__, __LINE__, #expr, (int)got_, grove_status_string(got_), (int)(want),  \
+                    grove_status_string(want), (ctx) ? grove_ctx_last_error(ctx) : "");            \
+            tu_failures++;                                                                         \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_OK(ctx, expr) CHECK_STATUS(ctx, expr, GROVE_OK)
+
+/* splitmix64: small, fast, good enough for test data; every test seeds it explicitly. */
+typedef struct tu_rng {
+    uint64_t s;
+} tu_rng;
+
+static inline uint64_t tu_next(tu_rng *r)
+{
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static inline uint32_t tu_u32(tu_rng *r) { return (uint32_t)(tu_next(r) >> 32); }
+
+/* Uniform float in [lo, hi). */
+static inline float tu_f32(tu_rng *r, float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((tu_next(r) >> 40) * (1.0 / 16777216.0));
+}
+
+static inline void *tu_malloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "test: out of host memory (%zu bytes)\n", bytes);
+        exit(2);
+    }
+    return p;
+}
+
+/* Final line and exit code of every test program. */
+static inline int tu_finish(const char *name)
+{
+    if (tu_failures) {
+        fprintf(stderr, "%s: %d check(s) FAILED\n", name, tu_failures);
+        return 1;
+    }
+    printf("%s: all checks passed\n", name);
+    return 0;
+}
+
+#endif /* GROVE_TESTUTIL_H */
