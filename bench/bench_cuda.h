@@ -1,0 +1,49 @@
+/*
+ * bench_cuda.h - internal to the benchmarks: the CUDA half of grove_bench_prim() and the small
+ * helpers that bench_prim.c shares with it.
+ */
+#ifndef GROVE_BENCH_CUDA_H
+#define GROVE_BENCH_CUDA_H
+
+#include <stdint.h>
+
+#include "bench.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Sorts v[0..n-1] in place and returns its median (0 for n == 0). */
+double grove__bench_median(double *v, int n);
+
+/* Appends one row if there is room; returns 0 when rows is full. ms > 0. bytes are the bytes
+ * the op must move at least; vs_copy is filled from copy_gbps when that is > 0. */
+int grove__bench_add_row(grove_bench_row *rows, int max_rows, int *nrows, const char *op,
+                         const char *impl, size_t n, double ms, double bytes, double copy_gbps,
+                         double vs_cub, int checked);
+
+/* splitmix64 of (seed, i): the benchmarks' random data, the same on host and device. */
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+    static inline uint64_t
+    grove__bench_hash(uint64_t seed, uint64_t i)
+{
+    uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+#ifdef GROVE_HAVE_CUDA
+/* The CUDA benchmarks of grove_bench_prim() (bench_prim_cuda.cu); arguments already checked,
+ * *nrows already 0. */
+grove_status grove__bench_prim_cuda(grove_ctx *ctx, const grove_bench_opts *opts,
+                                    grove_bench_row *rows, int max_rows, int *nrows);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GROVE_BENCH_CUDA_H */
