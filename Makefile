@@ -9,8 +9,10 @@ CMAKE_FLAGS ?=
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
+# Configure once; GROVE_CUDA given on the command line (make GROVE_CUDA=OFF) reconfigures.
 configure:
-	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) -DGROVE_CUDA=$(GROVE_CUDA) $(CMAKE_FLAGS)
+	@if [ ! -f $(BUILD)/CMakeCache.txt ] || [ "$(origin GROVE_CUDA)" = "command line" ]; then \
+	  cmake -S . -B $(BUILD) -DGROVE_CUDA=$(GROVE_CUDA) $(CMAKE_FLAGS); fi
 
 test: all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -25,7 +27,7 @@ asan:
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS)
 
 format:
-	clang-format -i include/grove/*.h src/*/*.c src/*/*.h src/*/*.cu tools/*.c tools/*.h tests/*.c tests/*.h bench/*.c bench/*.h bench/*.cu 2>/dev/null || true
+	clang-format -i include/grove/*.h src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh tools/*.c tools/*.h tests/*.c tests/*.h bench/*.c bench/*.h bench/*.cu 2>/dev/null || true
 
 clean:
 	rm -rf $(BUILD) build-asan

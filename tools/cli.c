@@ -1,0 +1,450 @@
+/*
+ * cli.c - helpers shared by the subcommands of the `grove` tool.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+grove_backend cli_default_backend = GROVE_BACKEND_AUTO;
+
+int cli_exit_code(grove_status s, cli_cause cause)
+{
+    switch (s) {
+    case GROVE_OK: return CLI_EXIT_OK;
+    case GROVE_ERR_BAD_INPUT: return CLI_EXIT_BAD_INPUT;
+    case GROVE_ERR_IO: return cause == CLI_CAUSE_INPUT ? CLI_EXIT_BAD_INPUT : CLI_EXIT_FAILURE;
+    case GROVE_ERR_INVALID_ARG:
+        return cause == CLI_CAUSE_OPTIONS ? CLI_EXIT_USAGE : CLI_EXIT_FAILURE;
+    default: return CLI_EXIT_FAILURE;
+    }
+}
+
+const cli_command *cli_find_command(const cli_command *table, int count, const char *name)
+{
+    for (int i = 0; i < count; i++)
+        if (strcmp(table[i].name, name) == 0) return &table[i];
+    return NULL;
+}
+
+void cli_print_commands(FILE *f, const cli_command *table, int count)
+{
+    for (int i = 0; i < count; i++) fprintf(f, "  %-10s %s\n", table[i].name, table[i].summary);
+}
+
+void cli_error(const char *what, const char *fmt, ...)
+{
+    va_list ap;
+    if (what)
+        fprintf(stderr, "grove: %s: ", what);
+    else
+        fputs("grove: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+/* ---- option parsing ---- */
+
+void cli_parser_init(cli_parser *p, int argc, char **argv, const char *what, void (*usage)(FILE *f))
+{
+    memset(p, 0, sizeof *p);
+    p->argc = argc;
+    p->argv = argv;
+    p->i = 1;
+    p->what = what;
+    p->usage = usage;
+}
+
+int cli_next(cli_parser *p)
+{
+    if (p->exit || p->i >= p->argc) return 0;
+    p->arg = p->argv[p->i++];
+    p->val = NULL;
+    if (!p->dashdash && strcmp(p->arg, "--") == 0) {
+        p->dashdash = 1;
+        if (p->i >= p->argc) return 0;
+        p->arg = p->argv[p->i++];
+    }
+    p->positional = p->dashdash || p->arg[0] != '-' || strcmp(p->arg, "-") == 0;
+    return 1;
+}
+
+int cli_help(cli_parser *p)
+{
+    if (p->positional) return 0;
+    if (strcmp(p->arg, "--help") != 0 && strcmp(p->arg, "-h") != 0) return 0;
+    if (p->usage) p->usage(stdout);
+    return 1;
+}
+
+int cli_flag(cli_parser *p, const char *name)
+{
+    size_t len = strlen(name);
+    if (p->positional || strncmp(p->arg, name, len) != 0) return 0;
+    if (p->arg[len] == '\0') return 1;
+    if (p->arg[len] == '=') {
+        cli_error(p->what, "option %s takes no value", name);
+        p->exit = CLI_EXIT_USAGE;
+        return 1;
+    }
+    return 0;
+}
+
+int cli_value(cli_parser *p, const char *name)
+{
+    size_t len = strlen(name);
+    if (p->positional || strncmp(p->arg, name, len) != 0) return 0;
+    if (p->arg[len] == '=') {
+        p->val = p->arg + len + 1;
+        return 1;
+    }
+    if (p->arg[len] != '\0') return 0;
+    if (p->i >= p->argc) {
+        cli_error(p->what, "option %s needs a value (see grove %s%s--help)", name,
+                  p->what ? p->what : "", p->what ? " " : "");
+        p->exit = CLI_EXIT_USAGE;
+        return 1;
+    }
+    p->val = p->argv[p->i++];
+    return 1;
+}
+
+int cli_unknown(cli_parser *p)
+{
+    if (p->positional)
+        cli_error(p->what, "unexpected argument '%s'", p->arg);
+    else
+        cli_error(p->what, "unknown option '%s'", p->arg);
+    if (p->usage) p->usage(stderr);
+    p->exit = CLI_EXIT_USAGE;
+    return CLI_EXIT_USAGE;
+}
+
+/* Parses an unsigned decimal number with an optional exponent or suffix; returns 0 if the
+ * whole string is valid and fits in size_t. */
+static int parse_count(const char *s, size_t *out)
+{
+    size_t v = 0;
+    unsigned exp10 = 0;
+    const char *c = s;
+    if (!(*c >= '0' && *c <= '9')) return -1;
+    for (; *c >= '0' && *c <= '9'; c++) {
+        if (v > (SIZE_MAX - (size_t)(*c - '0')) / 10) return -1;
+        v = v * 10 + (size_t)(*c - '0');
+    }
+    if (*c == 'e' || *c == 'E') {
+        c++;
+        if (!(*c >= '0' && *c <= '9')) return -1;
+        for (; *c >= '0' && *c <= '9'; c++) {
+            exp10 = exp10 * 10 + (unsigned)(*c - '0');
+            if (exp10 > 30) return -1;
+        }
+    } else if (*c == 'k' || *c == 'K') {
+        exp10 = 3;
+        c++;
+    } else if (*c == 'M') {
+        exp10 = 6;
+        c++;
+    } else if (*c == 'G') {
+        exp10 = 9;
+        c++;
+    }
+    if (*c != '\0') return -1;
+    for (unsigned k = 0; k < exp10; k++) {
+        if (v > SIZE_MAX / 10) return -1;
+        v *= 10;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_size(cli_parser *p, size_t lo, size_t hi, size_t *out)
+{
+    size_t v;
+    if (p->exit) return p->exit;
+    if (parse_count(p->val, &v) != 0) {
+        cli_error(p->what, "%s: '%s' is not a count (examples: 100000, 1e7, 16M)", p->arg, p->val);
+        return p->exit = CLI_EXIT_USAGE;
+    }
+    if (v < lo || v > hi) {
+        cli_error(p->what, "%s: %zu is out of range [%zu, %zu]", p->arg, v, lo, hi);
+        return p->exit = CLI_EXIT_USAGE;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_int(cli_parser *p, long lo, long hi, long *out)
+{
+    char *end;
+    long v;
+    if (p->exit) return p->exit;
+    errno = 0;
+    v = strtol(p->val, &end, 10);
+    if (errno != 0 || end == p->val || *end != '\0') {
+        cli_error(p->what, "%s: '%s' is not an integer", p->arg, p->val);
+        return p->exit = CLI_EXIT_USAGE;
+    }
+    if (v < lo || v > hi) {
+        cli_error(p->what, "%s: %ld is out of range [%ld, %ld]", p->arg, v, lo, hi);
+        return p->exit = CLI_EXIT_USAGE;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_backend(cli_parser *p, grove_backend *out)
+{
+    if (p->exit) return p->exit;
+    if (strcmp(p->val, "auto") == 0)
+        *out = GROVE_BACKEND_AUTO;
+    else if (strcmp(p->val, "cpu") == 0)
+        *out = GROVE_BACKEND_CPU;
+    else if (strcmp(p->val, "cuda") == 0)
+        *out = GROVE_BACKEND_CUDA;
+    else {
+        cli_error(p->what, "--backend: '%s' is not one of auto, cpu, cuda", p->val);
+        return p->exit = CLI_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* ---- contexts ---- */
+
+int cli_ctx_create(const char *what, grove_backend b, grove_ctx **out)
+{
+    grove_ctx_opts o;
+    grove_ctx *ctx = NULL;
+    grove_status s;
+    grove_ctx_default_opts(&o);
+    o.backend = b;
+    *out = NULL;
+    s = grove_ctx_create(&o, &ctx);
+    if (s == GROVE_OK) {
+        *out = ctx;
+        return CLI_EXIT_OK;
+    }
+    if (s == GROVE_ERR_UNSUPPORTED || s == GROVE_ERR_NO_DEVICE)
+        cli_error(what, "cannot use the %s backend: %s; use --backend cpu or --backend auto",
+                  grove_backend_name(b), ctx ? grove_ctx_last_error(ctx) : grove_status_string(s));
+    else
+        cli_error(what, "cannot create a %s context: %s: %s", grove_backend_name(b),
+                  grove_status_string(s), ctx ? grove_ctx_last_error(ctx) : "");
+    grove_ctx_destroy(ctx);
+    return cli_exit_code(s, CLI_CAUSE_RUN);
+}
+
+void cli_describe_backend(const grove_ctx *ctx, char *buf, size_t size)
+{
+    grove_device_info info;
+    int dev = grove_ctx_device(ctx);
+    if (grove_ctx_backend(ctx) != GROVE_BACKEND_CUDA) {
+        snprintf(buf, size, "cpu");
+        return;
+    }
+    if (grove_device_query(dev, &info) == GROVE_OK)
+        snprintf(buf, size, "cuda (device %d: %s)", dev, info.name);
+    else
+        snprintf(buf, size, "cuda (device %d)", dev);
+}
+
+void cli_report_status(const char *what, const char *step, grove_status s, const grove_ctx *ctx)
+{
+    const char *msg = ctx ? grove_ctx_last_error(ctx) : "";
+    if (msg[0])
+        cli_error(what, "%s: %s: %s", step, grove_status_string(s), msg);
+    else
+        cli_error(what, "%s: %s", step, grove_status_string(s));
+}
+
+/* ---- time ---- */
+
+double cli_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* ---- JSON ---- */
+
+void cli_json_string(FILE *f, const char *s)
+{
+    if (!s) {
+        fputs("null", f);
+        return;
+    }
+    fputc('"', f);
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        switch (*c) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\b': fputs("\\b", f); break;
+        case '\f': fputs("\\f", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        default:
+            /* Other control characters must be escaped; bytes >= 0x80 pass through (UTF-8). */
+            if (*c < 0x20)
+                fprintf(f, "\\u%04x", (unsigned)*c);
+            else
+                fputc(*c, f);
+        }
+    }
+    fputc('"', f);
+}
+
+void cli_json_number(FILE *f, double v)
+{
+    if (!isfinite(v))
+        fputs("null", f);
+    else if (v == floor(v) && fabs(v) < 9007199254740992.0)
+        fprintf(f, "%.0f", v);
+    else
+        fprintf(f, "%.6g", v);
+}
+
+/* ---- output files ---- */
+
+int cli_mkdirs(const char *dir)
+{
+    char *buf;
+    size_t len;
+    struct stat st;
+    if (!dir || !dir[0]) {
+        errno = ENOENT;
+        return -1;
+    }
+    if (stat(dir, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) return 0;
+        errno = ENOTDIR;
+        return -1;
+    }
+    len = strlen(dir);
+    buf = (char *)malloc(len + 1);
+    if (!buf) {
+        errno = ENOMEM;
+        return -1;
+    }
+    memcpy(buf, dir, len + 1);
+    /* Create each prefix in turn; EEXIST for an existing one is fine, other errors are not. */
+    for (size_t k = 1; k <= len; k++) {
+        if (buf[k] != '/' && buf[k] != '\0') continue;
+        if (buf[k - 1] == '/') continue;
+        char save = buf[k];
+        buf[k] = '\0';
+        if (mkdir(buf, 0777) != 0) {
+            int e = errno;
+            if (e != EEXIST || stat(buf, &st) != 0 || !S_ISDIR(st.st_mode)) {
+                free(buf);
+                errno = (e == EEXIST) ? ENOTDIR : e;
+                return -1;
+            }
+        }
+        buf[k] = save;
+    }
+    free(buf);
+    return 0;
+}
+
+char *cli_path_join(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    int slash = a > 0 && dir[a - 1] != '/';
+    char *p = (char *)malloc(a + (size_t)slash + b + 1);
+    if (!p) return NULL;
+    memcpy(p, dir, a);
+    if (slash) p[a] = '/';
+    memcpy(p + a + (size_t)slash, name, b + 1);
+    return p;
+}
+
+static char *str_dup(const char *s)
+{
+    size_t len = strlen(s);
+    char *d = (char *)malloc(len + 1);
+    if (d) memcpy(d, s, len + 1);
+    return d;
+}
+
+int cli_outfile_open(cli_outfile *o, const char *path, const char *what)
+{
+    static const char suffix[] = ".tmp.XXXXXX";
+    size_t len = strlen(path);
+    int fd;
+    memset(o, 0, sizeof *o);
+    o->path = str_dup(path);
+    o->tmp_path = (char *)malloc(len + sizeof suffix);
+    if (!o->path || !o->tmp_path) {
+        cli_error(what, "out of host memory");
+        cli_outfile_abort(o);
+        return -1;
+    }
+    memcpy(o->tmp_path, path, len);
+    memcpy(o->tmp_path + len, suffix, sizeof suffix);
+    fd = mkstemp(o->tmp_path);
+    if (fd < 0) {
+        cli_error(what, "cannot create '%s': %s", o->tmp_path, strerror(errno));
+        free(o->tmp_path);
+        o->tmp_path = NULL;
+        cli_outfile_abort(o);
+        return -1;
+    }
+    /* mkstemp makes the file private (0600); results are ordinary files, so use the umask. */
+    {
+        mode_t mask = umask(0);
+        umask(mask);
+        fchmod(fd, 0666 & ~mask);
+    }
+    o->f = fdopen(fd, "w");
+    if (!o->f) {
+        cli_error(what, "cannot open '%s': %s", o->tmp_path, strerror(errno));
+        close(fd);
+        cli_outfile_abort(o);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_outfile_commit(cli_outfile *o, const char *what)
+{
+    int err = 0;
+    if (fflush(o->f) != 0 || ferror(o->f)) err = errno ? errno : EIO;
+    if (fclose(o->f) != 0 && !err) err = errno ? errno : EIO;
+    o->f = NULL;
+    if (err) {
+        cli_error(what, "cannot write '%s': %s", o->tmp_path, strerror(err));
+        cli_outfile_abort(o);
+        return -1;
+    }
+    if (rename(o->tmp_path, o->path) != 0) {
+        cli_error(what, "cannot rename '%s' to '%s': %s", o->tmp_path, o->path, strerror(errno));
+        cli_outfile_abort(o);
+        return -1;
+    }
+    free(o->tmp_path);
+    free(o->path);
+    o->tmp_path = o->path = NULL;
+    return 0;
+}
+
+void cli_outfile_abort(cli_outfile *o)
+{
+    if (o->f) fclose(o->f);
+    if (o->tmp_path) remove(o->tmp_path);
+    free(o->tmp_path);
+    free(o->path);
+    memset(o, 0, sizeof *o);
+}

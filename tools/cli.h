@@ -1,0 +1,202 @@
+/*
+ * cli.h - helpers shared by the `grove` command-line tool's subcommands (not part of the
+ * library): option parsing, backend selection, error messages, exit codes, JSON output and
+ * files written through a temporary name.
+ *
+ * A subcommand is a function `int cmd_x(int argc, char **argv)` where argv[0] is the command's
+ * own name; it returns the process exit code. Adding one is one entry in the table in grove.c.
+ */
+#ifndef GROVE_CLI_H
+#define GROVE_CLI_H
+
+#include <stdio.h>
+
+#include "grove/grove.h"
+
+/* Exit codes of the tool. */
+enum {
+    CLI_EXIT_OK = 0,
+    CLI_EXIT_USAGE = 1,     /* unknown command or option, missing or malformed value */
+    CLI_EXIT_BAD_INPUT = 2, /* the input data is malformed or cannot be read */
+    CLI_EXIT_FAILURE = 3    /* runtime or device failure, a failed check, an unwritable output */
+};
+
+/* Where a failing status came from, which decides its exit code (see cli_exit_code). */
+typedef enum cli_cause {
+    CLI_CAUSE_RUN = 0,     /* the work itself */
+    CLI_CAUSE_OPTIONS = 1, /* a value the user gave on the command line */
+    CLI_CAUSE_INPUT = 2    /* reading the user's input files */
+} cli_cause;
+
+/* BAD_INPUT -> 2; IO -> 2 when reading input, else 3; INVALID_ARG -> 1 when it comes from the
+ * user's options, else 3 (grove passed itself a bad argument); anything else -> 3. */
+int cli_exit_code(grove_status s, cli_cause cause);
+
+/* A subcommand: argv[0] is `name`. */
+typedef struct cli_command {
+    const char *name;
+    const char *summary; /* one line for the parent's usage */
+    int (*run)(int argc, char **argv);
+} cli_command;
+
+/* Looks `name` up in a table of `count` commands; NULL if absent. */
+const cli_command *cli_find_command(const cli_command *table, int count, const char *name);
+
+/* Prints "  name    summary" lines for a command table (inside a usage text). */
+void cli_print_commands(FILE *f, const cli_command *table, int count);
+
+/* Prints "grove: <what>: <message>\n" to stderr ("grove: <message>" when what is NULL). */
+void cli_error(const char *what, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* ---- option parsing ----
+ * Options are long (--name VALUE or --name=VALUE), plus -h for --help. Usage:
+ *
+ *     cli_parser p;
+ *     cli_parser_init(&p, argc, argv, "demo", usage);
+ *     while (cli_next(&p)) {
+ *         if (cli_help(&p)) return CLI_EXIT_OK;        // usage printed to stdout
+ *         else if (cli_flag(&p, "--json")) json = 1;
+ *         else if (cli_value(&p, "--size")) { if (cli_size(&p, 1, MAX, &n)) return p.exit; }
+ *         else return cli_unknown(&p);                  // message + usage on stderr, exit 1
+ *     }
+ *     if (p.exit) return p.exit;
+ *
+ * Value helpers print the message themselves and set p.exit to CLI_EXIT_USAGE on error. */
+typedef struct cli_parser {
+    int argc;
+    char **argv;
+    int i;                  /* index of the next argument */
+    const char *what;       /* command path for messages ("bench prim"), NULL at the top */
+    void (*usage)(FILE *f); /* prints the command's usage */
+    const char *arg;        /* the current argument */
+    const char *val;        /* the value of the option matched by cli_value() */
+    int positional;         /* 1 if the current argument is not an option */
+    int dashdash;           /* 1 once a lone "--" was seen */
+    int exit;               /* CLI_EXIT_USAGE after an error, else 0 */
+} cli_parser;
+
+/* argv[0] is the command itself and is skipped. */
+void cli_parser_init(cli_parser *p, int argc, char **argv, const char *what,
+                     void (*usage)(FILE *f));
+
+/* Moves to the next argument; returns 0 when there is none (or after an error). Everything
+ * after a lone "--" is positional. */
+int cli_next(cli_parser *p);
+
+/* 1 if the current argument is --help or -h; prints the usage to stdout. */
+int cli_help(cli_parser *p);
+
+/* 1 if the current argument is the flag `name` (a flag given a value is an error). */
+int cli_flag(cli_parser *p, const char *name);
+
+/* 1 if the current argument is option `name`; its value is then in p->val. A missing value
+ * is reported here (p->exit set, p->val NULL), so callers check p->exit after a match. */
+int cli_value(cli_parser *p, const char *name);
+
+/* Reports the current argument as unknown (or unexpected, if positional) with the usage on
+ * stderr; returns CLI_EXIT_USAGE. */
+int cli_unknown(cli_parser *p);
+
+/* Parses p->val as an element count in [lo, hi]: decimal digits, optionally written as
+ * MeK (1e7, 5e6) or with a k/M/G suffix (powers of 10). Returns 0, or CLI_EXIT_USAGE after
+ * printing why. */
+int cli_size(cli_parser *p, size_t lo, size_t hi, size_t *out);
+
+/* Parses p->val as an integer in [lo, hi]. */
+int cli_int(cli_parser *p, long lo, long hi, long *out);
+
+/* Parses p->val as auto|cpu|cuda. */
+int cli_backend(cli_parser *p, grove_backend *out);
+
+/* The backend chosen with the global `grove --backend B <command>`; AUTO by default.
+ * Subcommands start from it and let their own --backend override it. */
+extern grove_backend cli_default_backend;
+
+/* ---- contexts ---- */
+
+/* Creates a context for backend b. On failure prints why, in a way that says what to do
+ * (asking for CUDA in a build without it, or on a machine without a usable GPU), destroys
+ * the half-made context and returns CLI_EXIT_FAILURE; else CLI_EXIT_OK. */
+int cli_ctx_create(const char *what, grove_backend b, grove_ctx **out);
+
+/* Fills buf with "cpu" or "cuda (device 0: NVIDIA H100 ...)" for ctx. */
+void cli_describe_backend(const grove_ctx *ctx, char *buf, size_t size);
+
+/* Prints "grove: <what>: <step>: <status name>: <context message>" for a failed call. */
+void cli_report_status(const char *what, const char *step, grove_status s, const grove_ctx *ctx);
+
+/* ---- time ---- */
+
+/* Monotonic clock in milliseconds. */
+double cli_now_ms(void);
+
+/* ---- JSON ---- */
+
+/* Writes s as a JSON string literal, quotes included. NULL is written as null. */
+void cli_json_string(FILE *f, const char *s);
+
+/* Writes a number; NaN and infinities (not representable in JSON) are written as null. */
+void cli_json_number(FILE *f, double v);
+
+/* ---- output files ----
+ * Results are written to a temporary file beside the target and renamed over it only when
+ * complete, so a failure never leaves a partial result behind. */
+typedef struct cli_outfile {
+    FILE *f;        /* write here */
+    char *path;     /* final name */
+    char *tmp_path; /* temporary name in the same directory */
+} cli_outfile;
+
+/* Creates dir and its missing parents (like mkdir -p). Returns 0, or -1 with errno set. */
+int cli_mkdirs(const char *dir);
+
+/* Opens a temporary file for `path`. Returns 0, or -1 after printing why (as `what`). */
+int cli_outfile_open(cli_outfile *o, const char *path, const char *what);
+
+/* Closes and renames the file into place. Returns 0, or -1 after printing why and removing
+ * the temporary file. */
+int cli_outfile_commit(cli_outfile *o, const char *what);
+
+/* Closes and removes the temporary file (after a failure). Accepts an unopened cli_outfile
+ * that was zero-initialised. */
+void cli_outfile_abort(cli_outfile *o);
+
+/* Joins a directory and a file name; the caller frees the result. NULL if out of memory. */
+char *cli_path_join(const char *dir, const char *name);
+
+/* ---- subcommands (one file each) ---- */
+int cmd_info(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+/* ---- demo parts ----
+ * `grove demo` runs one part per module on generated data; a part runs its steps and records
+ * one row per step with cli_demo_row(). Adding a module's demo is one entry in the table in
+ * cmd_demo.c. */
+typedef struct cli_demo cli_demo;
+
+struct cli_demo {
+    grove_ctx *ctx; /* the backend being demonstrated */
+    grove_ctx *ref; /* the CPU backend, as a reference, when ctx is CUDA; else NULL */
+    size_t n;       /* elements per step */
+    unsigned long long seed;
+    int quiet;    /* warm-up pass: rows are only shown when they fail */
+    int failures; /* steps whose check failed or whose call returned an error */
+    void *rows;   /* internal: the recorded rows */
+    int nrows, cap;
+};
+
+/* Records one step. ok: 1 check passed, 0 check failed; s != GROVE_OK means the call itself
+ * failed (its message is taken from ctx and printed). ms is the call's wall-clock time. */
+void cli_demo_row(cli_demo *d, const char *module, const char *step, size_t n, double ms,
+                  grove_status s, const grove_ctx *ctx, int ok);
+
+/* The prim module's part (cmd_demo.c). Returns 0, or -1 when it could not run at all (out of
+ * host memory); failed steps are counted in d->failures, not returned. */
+int cli_demo_prim(cli_demo *d);
+
+#endif /* GROVE_CLI_H */
