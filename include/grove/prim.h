@@ -10,7 +10,8 @@
  *                             stream). Scratch memory follows CUB's two-phase pattern: call with
  *                             d_temp == NULL to get *temp_bytes, allocate that many bytes, call
  *                             again. grove never keeps d_temp after the call is queued; it must
- *                             stay allocated until the stream has run the work.
+ *                             stay allocated until the stream has run the work. In the size
+ *                             query the data pointers are not read and may be NULL.
  *
  * All inputs are borrowed and never kept. Outputs are caller-allocated. n may be 0 and is at most
  * GROVE_PRIM_MAX_N (GROVE_ERR_LIMIT above). Integer results and MAX/MIN results are identical
@@ -41,7 +42,9 @@ size_t grove_dtype_size(grove_dtype t);
 
 /* Associative operators. Identities: SUM 0; MAX 0 (unsigned) or -INFINITY (f32); MIN the
  * largest value (unsigned) or +INFINITY (f32). f32 MAX/MIN ignore NaN like fmaxf/fminf; a
- * result is NaN only where every value it covers is NaN. Unsigned SUM wraps modulo 2^32/2^64. */
+ * result is NaN exactly where every value it covers is NaN, and -0.0 orders below +0.0, so MAX/MIN
+ * results are bit-identical on every backend and thread count. Unsigned SUM wraps modulo
+ * 2^32/2^64. */
 typedef enum grove_op { GROVE_OP_SUM = 0, GROVE_OP_MAX = 1, GROVE_OP_MIN = 2 } grove_op;
 
 typedef enum grove_scan_kind {
@@ -119,7 +122,7 @@ grove_status grove_segsplit_device(grove_ctx *ctx, void *d_temp, size_t *temp_by
 
 /*! grove_compact() :
  *  Copies the elements whose flag is set to out, in order, and writes their number to
- *  *num_selected. out needs room for n elements (only *num_selected are written).
+ *  *num_selected (required). out needs room for n elements (only *num_selected are written).
  *  elem_size is 4 or 8. out must not overlap in. */
 grove_status grove_compact(grove_ctx *ctx, size_t elem_size, const void *in,
                            const uint8_t *flags, void *out, size_t *num_selected, size_t n);
