@@ -48,103 +48,95 @@ __device__ void report_bad(uint64_t *d_bad, uint64_t i, bool *reported)
     }
 }
 
-__global__ void morton2_encode_kernel(const uint32_t *__restrict__ x,
-                                      const uint32_t *__restrict__ y, uint32_t *__restrict__ codes,
-                                      uint64_t *d_bad, uint64_t n)
+/* The one streaming kernel: Op::load(j) reads element j's inputs and Op::store(j, v, &reported)
+ * computes and writes its outputs. Each step of the stride loop issues the loads of kUnroll
+ * elements before using any of them. */
+template <class Op> __global__ void stream_kernel(Op op, uint64_t n)
 {
     bool reported = false;
     uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += stride * kUnroll) {
-        uint32_t xs[kUnroll], ys[kUnroll];
+        typename Op::In v[kUnroll];
 #pragma unroll
         for (int k = 0; k < kUnroll; k++) {
             uint64_t j = i + k * stride;
-            xs[k] = j < n ? x[j] : 0u;
-            ys[k] = j < n ? y[j] : 0u;
+            if (j < n) v[k] = op.load(j);
         }
 #pragma unroll
         for (int k = 0; k < kUnroll; k++) {
             uint64_t j = i + k * stride;
             if (j >= n) break;
-            if ((xs[k] | ys[k]) > 0xFFFFu) report_bad(d_bad, j, &reported);
-            codes[j] = grove_morton2(xs[k], ys[k]);
+            op.store(j, v[k], &reported);
         }
     }
 }
 
-__global__ void morton2_decode_kernel(const uint32_t *__restrict__ codes, uint32_t *__restrict__ x,
-                                      uint32_t *__restrict__ y, uint64_t n)
+template <class Op>
+grove_status launch(grove_ctx *ctx, const Op &op, size_t n, void *stream, const char *what)
 {
-    uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += stride * kUnroll) {
-        uint32_t cs[kUnroll];
-#pragma unroll
-        for (int k = 0; k < kUnroll; k++) {
-            uint64_t j = i + k * stride;
-            cs[k] = j < n ? codes[j] : 0u;
-        }
-#pragma unroll
-        for (int k = 0; k < kUnroll; k++) {
-            uint64_t j = i + k * stride;
-            if (j >= n) break;
-            x[j] = grove_morton2_compact(cs[k]);
-            y[j] = grove_morton2_compact(cs[k] >> 1);
-        }
-    }
+    unsigned blocks = 0;
+    if (n == 0) return GROVE_OK;
+    GROVE_TRY(grid_for(ctx, n, &blocks, what));
+    stream_kernel<Op><<<blocks, kThreads, 0, as_stream(ctx, stream)>>>(op, n);
+    GROVE_CUDA_LAUNCHED(ctx, what);
+    return GROVE_OK;
 }
 
-__global__ void morton3_encode_kernel(const uint32_t *__restrict__ x,
-                                      const uint32_t *__restrict__ y,
-                                      const uint32_t *__restrict__ z, uint64_t *__restrict__ codes,
-                                      uint64_t *d_bad, uint64_t n)
-{
-    bool reported = false;
-    uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += stride * kUnroll) {
-        uint32_t xs[kUnroll], ys[kUnroll], zs[kUnroll];
-#pragma unroll
-        for (int k = 0; k < kUnroll; k++) {
-            uint64_t j = i + k * stride;
-            xs[k] = j < n ? x[j] : 0u;
-            ys[k] = j < n ? y[j] : 0u;
-            zs[k] = j < n ? z[j] : 0u;
-        }
-#pragma unroll
-        for (int k = 0; k < kUnroll; k++) {
-            uint64_t j = i + k * stride;
-            if (j >= n) break;
-            if ((xs[k] | ys[k] | zs[k]) > 0x1FFFFFu) report_bad(d_bad, j, &reported);
-            codes[j] = grove_morton3(xs[k], ys[k], zs[k]);
-        }
+struct Encode2 {
+    const uint32_t *__restrict__ x, *__restrict__ y;
+    uint32_t *__restrict__ codes;
+    uint64_t *d_bad;
+    struct In {
+        uint32_t x, y;
+    };
+    __device__ In load(uint64_t j) const { return In{x[j], y[j]}; }
+    __device__ void store(uint64_t j, In v, bool *reported) const
+    {
+        if ((v.x | v.y) > 0xFFFFu) report_bad(d_bad, j, reported);
+        codes[j] = grove_morton2(v.x, v.y);
     }
-}
+};
 
-__global__ void morton3_decode_kernel(const uint64_t *__restrict__ codes, uint32_t *__restrict__ x,
-                                      uint32_t *__restrict__ y, uint32_t *__restrict__ z,
-                                      uint64_t n)
-{
-    uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += stride * kUnroll) {
-        uint64_t cs[kUnroll];
-#pragma unroll
-        for (int k = 0; k < kUnroll; k++) {
-            uint64_t j = i + k * stride;
-            cs[k] = j < n ? codes[j] : 0u;
-        }
-#pragma unroll
-        for (int k = 0; k < kUnroll; k++) {
-            uint64_t j = i + k * stride;
-            if (j >= n) break;
-            x[j] = grove_morton3_compact(cs[k]);
-            y[j] = grove_morton3_compact(cs[k] >> 1);
-            z[j] = grove_morton3_compact(cs[k] >> 2);
-        }
+struct Decode2 {
+    const uint32_t *__restrict__ codes;
+    uint32_t *__restrict__ x, *__restrict__ y;
+    typedef uint32_t In;
+    __device__ In load(uint64_t j) const { return codes[j]; }
+    __device__ void store(uint64_t j, In c, bool *) const
+    {
+        x[j] = grove_morton2_compact(c);
+        y[j] = grove_morton2_compact(c >> 1);
     }
-}
+};
+
+struct Encode3 {
+    const uint32_t *__restrict__ x, *__restrict__ y, *__restrict__ z;
+    uint64_t *__restrict__ codes;
+    uint64_t *d_bad;
+    struct In {
+        uint32_t x, y, z;
+    };
+    __device__ In load(uint64_t j) const { return In{x[j], y[j], z[j]}; }
+    __device__ void store(uint64_t j, In v, bool *reported) const
+    {
+        if ((v.x | v.y | v.z) > 0x1FFFFFu) report_bad(d_bad, j, reported);
+        codes[j] = grove_morton3(v.x, v.y, v.z);
+    }
+};
+
+struct Decode3 {
+    const uint64_t *__restrict__ codes;
+    uint32_t *__restrict__ x, *__restrict__ y, *__restrict__ z;
+    typedef uint64_t In;
+    __device__ In load(uint64_t j) const { return codes[j]; }
+    __device__ void store(uint64_t j, In c, bool *) const
+    {
+        x[j] = grove_morton3_compact(c);
+        y[j] = grove_morton3_compact(c >> 1);
+        z[j] = grove_morton3_compact(c >> 2);
+    }
+};
 
 } /* namespace */
 
@@ -152,27 +144,14 @@ extern "C" grove_status grove__cuda_morton2_encode(grove_ctx *ctx, const uint32_
                                                    const uint32_t *d_y, uint32_t *d_codes,
                                                    uint64_t *d_bad, size_t n, void *stream)
 {
-    const char *what = "grove__cuda_morton2_encode";
-    unsigned blocks = 0;
-    if (n == 0) return GROVE_OK;
-    GROVE_TRY(grid_for(ctx, n, &blocks, what));
-    morton2_encode_kernel<<<blocks, kThreads, 0, as_stream(ctx, stream)>>>(d_x, d_y, d_codes, d_bad,
-                                                                           n);
-    GROVE_CUDA_LAUNCHED(ctx, what);
-    return GROVE_OK;
+    return launch(ctx, Encode2{d_x, d_y, d_codes, d_bad}, n, stream, "grove__cuda_morton2_encode");
 }
 
 extern "C" grove_status grove__cuda_morton2_decode(grove_ctx *ctx, const uint32_t *d_codes,
                                                    uint32_t *d_x, uint32_t *d_y, size_t n,
                                                    void *stream)
 {
-    const char *what = "grove__cuda_morton2_decode";
-    unsigned blocks = 0;
-    if (n == 0) return GROVE_OK;
-    GROVE_TRY(grid_for(ctx, n, &blocks, what));
-    morton2_decode_kernel<<<blocks, kThreads, 0, as_stream(ctx, stream)>>>(d_codes, d_x, d_y, n);
-    GROVE_CUDA_LAUNCHED(ctx, what);
-    return GROVE_OK;
+    return launch(ctx, Decode2{d_codes, d_x, d_y}, n, stream, "grove__cuda_morton2_decode");
 }
 
 extern "C" grove_status grove__cuda_morton3_encode(grove_ctx *ctx, const uint32_t *d_x,
@@ -180,26 +159,13 @@ extern "C" grove_status grove__cuda_morton3_encode(grove_ctx *ctx, const uint32_
                                                    uint64_t *d_codes, uint64_t *d_bad, size_t n,
                                                    void *stream)
 {
-    const char *what = "grove__cuda_morton3_encode";
-    unsigned blocks = 0;
-    if (n == 0) return GROVE_OK;
-    GROVE_TRY(grid_for(ctx, n, &blocks, what));
-    morton3_encode_kernel<<<blocks, kThreads, 0, as_stream(ctx, stream)>>>(d_x, d_y, d_z, d_codes,
-                                                                           d_bad, n);
-    GROVE_CUDA_LAUNCHED(ctx, what);
-    return GROVE_OK;
+    return launch(ctx, Encode3{d_x, d_y, d_z, d_codes, d_bad}, n, stream,
+                  "grove__cuda_morton3_encode");
 }
 
 extern "C" grove_status grove__cuda_morton3_decode(grove_ctx *ctx, const uint64_t *d_codes,
                                                    uint32_t *d_x, uint32_t *d_y, uint32_t *d_z,
                                                    size_t n, void *stream)
 {
-    const char *what = "grove__cuda_morton3_decode";
-    unsigned blocks = 0;
-    if (n == 0) return GROVE_OK;
-    GROVE_TRY(grid_for(ctx, n, &blocks, what));
-    morton3_decode_kernel<<<blocks, kThreads, 0, as_stream(ctx, stream)>>>(d_codes, d_x, d_y, d_z,
-                                                                           n);
-    GROVE_CUDA_LAUNCHED(ctx, what);
-    return GROVE_OK;
+    return launch(ctx, Decode3{d_codes, d_x, d_y, d_z}, n, stream, "grove__cuda_morton3_decode");
 }
