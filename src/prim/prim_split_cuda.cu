@@ -58,16 +58,18 @@ constexpr int SB = 256; /* threads per block of every split kernel */
 #endif
 
 /* Pass-2 tile: SB threads x K rounds x one group of four elements; SL 16-byte slots per thread
- * hold its payloads, and the SL x SB slots of a buffer hold exactly one tile of payloads, so the
- * buffer a tile was prefetched into doubles as its staging area. Pass 2 needs a tile's payloads
- * only when it finishes the tile, an iteration after reducing its flags, so two buffers do: the
- * finishing tile's and the one being prefetched. */
+ * hold its payloads, and the SL x SB slots of a buffer hold exactly one tile of payloads. Pass 2
+ * needs a tile's payloads only when it finishes the tile, an iteration after reducing its flags,
+ * so two prefetch buffers do (the finishing tile's and the one being prefetched); a third one is
+ * the staging area. With a staging area of its own, a thread can stage its payloads as soon as it
+ * has them, without a barrier ordering every thread's reads of its prefetch slots before the
+ * staging writes, and staging can overlap warp 0's look-back. */
 template <typename P, bool SEGSPLIT = false> struct Cfg {
     static constexpr int K4 = SEGSPLIT ? GROVE_SEGSPLIT_K : GROVE_SPLIT_K;
     static constexpr int K = sizeof(P) == 4 ? K4 : (K4 / 2 < 4 ? 4 : K4 / 2);
     static constexpr int TILE = SB * K * 4;
     static constexpr int SL = K * (int)sizeof(P) / 4;
-    static constexpr size_t SMEM = (size_t)2 * SL * SB * sizeof(uint4);
+    static constexpr size_t SMEM = (size_t)3 * SL * SB * sizeof(uint4); /* [3][SL][SB] */
 };
 
 /* segsplit packs (head position + 1) << PB | count in 32 bits; both fields must hold TILE. */
@@ -203,7 +205,9 @@ __global__ void __launch_bounds__(SB)
 
 /* ---- split pass 2: look-back over flag counts, staged scatter ------------------------------
  * Iteration it reduces the flag counts of tile B (publishing its aggregate at once) and queues
- * B's payloads, then looks back for tile A (reduced one iteration earlier) and scatters it. */
+ * B's payloads; then warp 0 looks back for tile A (reduced one iteration earlier) while every
+ * thread stages A's elements in their tile-local order (which needs no look-back), and after one
+ * barrier the block writes A's two runs. Two barriers per tile. */
 
 template <typename P>
 __global__ void __launch_bounds__(SB, GROVE_SPLIT_MINB)
@@ -214,13 +218,14 @@ __global__ void __launch_bounds__(SB, GROVE_SPLIT_MINB)
 {
     constexpr int K = Cfg<P>::K, TILE = Cfg<P>::TILE, SL = Cfg<P>::SL;
     using PS = Pipe<uint32_t, Sum<uint32_t>, false, false, SB, K>;
-    extern __shared__ uint4 pre[]; /* [2][SL][SB] */
+    extern __shared__ uint4 pre[]; /* [2][SL][SB] prefetch, then [SL][SB] staging */
     __shared__ typename PS::TileSm ts[2];
     __shared__ int s_ids[4];
     __shared__ uint32_t s_gf[2];
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const uint32_t F = *total;
+    P *stage = (P *)(pre + (size_t)2 * SL * SB);
     auto fast_of = [&](int id) { return vec_in && (size_t)id * TILE + TILE <= n; };
 
     ids_start(counter, s_ids);
@@ -269,38 +274,51 @@ __global__ void __launch_bounds__(SB, GROVE_SPLIT_MINB)
                 if (lane == 0) s_gf[sA] = gf;
             }
         }
-        __syncthreads();
+        uint32_t c[K], tf = 0;
+        const size_t base = (size_t)idA * TILE;
         if (idA < ntiles) {
-            const size_t base = (size_t)idA * TILE;
-            const bool full = base + TILE <= n;
-            const uint32_t tf = ts[sA].agg, gf = s_gf[sA];
-            const uint32_t ubase = F + (uint32_t)base - gf; /* where A's unflagged run starts */
-            uint32_t c[K];
+            /* Stage A: flagged run first, then the unflagged one, both tile-local. */
+            tf = ts[sA].agg;
             PS::carry(ts[sA], exA, exfA, c); /* flags before each group, tile-local */
             P x[K][4];
             cp_async_wait<1>(); /* A's payloads; B's may still be in flight */
             load_payload<P, K, SL>(x, pre, sA, fast_of(idA), in, base, n);
-            __syncthreads(); /* every thread has its payloads before the buffer is overwritten */
-            P *stage = (P *)(pre + (size_t)sA * SL * SB);
 #pragma unroll
             for (int k = 0; k < K; ++k) {
                 const uint32_t l0 = (uint32_t)(k * SB + tid) * 4;
-                uint32_t r = c[k], d[4];
+                uint32_t r = c[k];
 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
                     const uint32_t fl = (nibA[k] >> j) & 1u, l = l0 + j;
                     if (base + l < n) stage[fl ? r : tf + (l - r)] = x[k][j];
-                    d[j] = fl ? gf + r : ubase + (l - r);
                     r += fl;
                 }
-                if (dest) store_dest<K>(dest, d, base + l0, vec_dest && full, n);
             }
-            __syncthreads();
+        }
+        __syncthreads();
+        if (idA < ntiles) {
+            const bool full = base + TILE <= n;
+            const uint32_t gf = s_gf[sA];
+            const uint32_t ubase = F + (uint32_t)base - gf; /* where A's unflagged run starts */
             /* Two runs: output index = q + (q < tf ? gf : ubase - tf). */
             const uint32_t valid = full ? (uint32_t)TILE : (uint32_t)(n - base);
             const uint32_t d1 = gf, d2 = ubase - tf;
 #pragma unroll 4
             for (uint32_t q = tid; q < valid; q += SB) out[q + (q < tf ? d1 : d2)] = stage[q];
+            if (dest) {
+#pragma unroll
+                for (int k = 0; k < K; ++k) {
+                    const uint32_t l0 = (uint32_t)(k * SB + tid) * 4;
+                    uint32_t r = c[k], d[4];
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        const uint32_t fl = (nibA[k] >> j) & 1u;
+                        d[j] = fl ? gf + r : ubase + (l0 + j - r);
+                        r += fl;
+                    }
+                    store_dest<K>(dest, d, base + l0, vec_dest && full, n);
+                }
+            }
             if (num_flagged && idA == 0 && tid == 0) *num_flagged = F;
         }
         idA = idB;
@@ -432,27 +450,47 @@ __global__ void __launch_bounds__(SB)
 
 /* ---- segsplit pass 2: reverse look-back of segment tails, block segmented rank, scatter ----
  * Iteration it ranks tile B inside itself (block scan, the flag count of every piece between
- * heads) and publishes B's tail value, queues B's payloads, then looks back for tile A (ranked
- * one iteration earlier) and scatters it. */
+ * heads), publishes B's tail value and queues B's payloads; then warp 0 looks back for tile A
+ * (ranked one iteration earlier) while every thread stages A's elements at their tile-local
+ * positions (which need no look-back), and after one barrier the block writes A's runs. Four
+ * barriers per tile. */
+
+/* Tile-local staging position of element l of a pass-2 tile (bit j of nib: its flag, bit 4 + j:
+ * its head); r is the packed rank of the element before it and is advanced to l's. */
+template <int PB>
+__device__ __forceinline__ uint32_t seg_pos(uint32_t nib, int j, uint32_t l, uint32_t &r,
+                                            uint32_t open, const uint16_t *piece)
+{
+    const uint32_t fl = (nib >> j) & 1u;
+    if ((nib >> (4 + j)) & 1u)
+        r = ((l + 1) << PB) | fl;
+    else
+        r += fl;
+    const uint32_t hsf = r >> PB, fb = (r & ((1u << PB) - 1u)) - fl; /* flags before l */
+    if (hsf == 0) return fl ? fb : open + (l - fb); /* the segment open at the tile's start */
+    const uint32_t hs = hsf - 1;
+    return fl ? hs + fb : hs + piece[hs] + (l - hs - fb);
+}
 
 template <typename P>
 __global__ void __launch_bounds__(SB, GROVE_SEGSPLIT_MINB)
     segsplit_pass2(const P *in, const uint8_t *bits, const unsigned long long *fwd, P *out,
                    uint32_t *dest, size_t n, int ntiles, TileState<uint32_t> st, uint32_t *counter,
-                   int vec_in, int vec_dest)
+                   int vec_in, int vec_out, int vec_dest)
 {
     using C = Cfg<P, true>;
     constexpr int K = C::K, TILE = C::TILE, SL = C::SL, PB = pack_bits(TILE);
     constexpr uint32_t CM = (1u << PB) - 1u;
     using Op = SegSum<PB>;
     using PS = Pipe<uint32_t, Op, false, false, SB, K>;
-    extern __shared__ uint4 pre[]; /* [2][SL][SB], then [2][TILE] uint16_t piece counts */
+    extern __shared__ uint4 pre[]; /* [2][SL][SB] prefetch, [SL][SB] staging, [2][TILE] u16 */
     __shared__ typename PS::TileSm ts[2];
     __shared__ int s_ids[4], s_head0[2];
     __shared__ uint32_t s_open[2], s_openv[2], s_first[2], s_r[2], s_rnext[2];
     __shared__ unsigned long long s_fwd[2];
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    P *stage = (P *)(pre + (size_t)2 * SL * SB);
     auto base_of = [&](int id) { return (size_t)(ntiles - 1 - id) * TILE; };
     auto fast_of = [&](int id) { return vec_in && base_of(id) + TILE <= n; };
 
@@ -465,8 +503,8 @@ __global__ void __launch_bounds__(SB, GROVE_SEGSPLIT_MINB)
 
     for (int it = 0; idA < ntiles || idB < ntiles; ++it) {
         const int sB = it & 1, sA = sB ^ 1;
-        uint16_t *pieceB = (uint16_t *)(pre + 2 * SL * SB) + sB * TILE;
-        uint16_t *pieceA = (uint16_t *)(pre + 2 * SL * SB) + sA * TILE;
+        uint16_t *pieceB = (uint16_t *)(pre + 3 * SL * SB) + sB * TILE;
+        uint16_t *pieceA = (uint16_t *)(pre + 3 * SL * SB) + sA * TILE;
         ids_reserve(counter, s_ids, it);
         uint32_t exB[K], cB[K];
         unsigned exfB = 0;
@@ -566,57 +604,77 @@ __global__ void __launch_bounds__(SB, GROVE_SEGSPLIT_MINB)
                 }
             }
         }
-        __syncthreads();
+        /* A's tile-local facts, read before the barrier after which the next iteration may
+         * overwrite them. */
+        const size_t base = idA < ntiles ? base_of(idA) : 0;
+        uint32_t open = 0, first = 0, hl = 0, s0 = 0, ob0 = 0;
+        bool head0 = false;
         if (idA < ntiles) {
-            const size_t base = base_of(idA);
-            const bool full = base + TILE <= n;
-            const uint32_t open = s_openv[sA], R = s_r[sA], rnext = s_rnext[sA];
-            const uint32_t first = s_first[sA];
-            const bool head0 = s_head0[sA];
-            const uint32_t hl = (ts[sA].agg >> PB) - 1u; /* last head, or ~0 without one */
-            const uint32_t tail = hl + 1u ? hl + (uint32_t)pieceA[hl] : 0xFFFFFFFFu;
-            const uint32_t s0 = (uint32_t)(s_fwd[sA] >> 32), ob0 = (uint32_t)s_fwd[sA];
-            const uint32_t b32 = (uint32_t)base;
+            open = s_openv[sA];
+            first = s_first[sA];
+            head0 = s_head0[sA];
+            hl = (ts[sA].agg >> PB) - 1u; /* last head, or ~0 without one */
+            s0 = (uint32_t)(s_fwd[sA] >> 32);
+            ob0 = (uint32_t)s_fwd[sA];
             P x[K][4];
             cp_async_wait<1>(); /* A's payloads; B's may still be in flight */
             load_payload<P, K, SL>(x, pre, sA, fast_of(idA), in, base, n);
-            __syncthreads(); /* every thread has its payloads before the buffer is overwritten */
-            P *stage = (P *)(pre + (size_t)sA * SL * SB);
 #pragma unroll
             for (int k = 0; k < K; ++k) {
                 const uint32_t l0 = (uint32_t)(k * SB + tid) * 4;
-                uint32_t r = cA[k], d[4];
+                uint32_t r = cA[k];
 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
-                    const uint32_t l = l0 + j, fl = (nibA[k] >> j) & 1u;
-                    if ((nibA[k] >> (4 + j)) & 1u)
-                        r = ((l + 1) << PB) | fl;
-                    else
-                        r += fl;
-                    const uint32_t hsf = r >> PB, fb = (r & CM) - fl; /* flags before l */
-                    uint32_t q;
-                    if (hsf == 0) { /* the segment open at the tile's start */
-                        q = fl ? fb : open + (l - fb);
-                        d[j] = fl ? s0 + ob0 + fb : b32 + l + R - fb;
-                    } else {
-                        const uint32_t hs = hsf - 1;
-                        q = fl ? hs + fb : hs + pieceA[hs] + (l - hs - fb);
-                        d[j] = b32 + q + ((!fl && hs == hl) ? rnext : 0u);
-                    }
-                    if (base + l < n) stage[q] = x[k][j];
+                    const uint32_t q = seg_pos<PB>(nibA[k], j, l0 + j, r, open, pieceA);
+                    if (base + l0 + j < n) stage[q] = x[k][j];
                 }
-                if (dest) store_dest<K>(dest, d, base + l0, vec_dest && full, n);
             }
-            __syncthreads();
+        }
+        __syncthreads();
+        if (idA < ntiles) {
+            const bool full = base + TILE <= n;
+            const uint32_t R = s_r[sA], rnext = s_rnext[sA];
+            const uint32_t tail = hl + 1u ? hl + (uint32_t)pieceA[hl] : 0xFFFFFFFFu;
+            const uint32_t b32 = (uint32_t)base;
             /* Four runs: the open segment's flagged and unflagged elements, the segments
              * inside the tile (in place), the unflagged tail of the last segment. */
             const uint32_t valid = full ? (uint32_t)TILE : (uint32_t)(n - base);
             const uint32_t lim = head0 ? 0u : first;
             const uint32_t d_of = s0 + ob0, d_ou = b32 + R - open, d_in = b32, d_tail = b32 + rnext;
+            auto off = [&](uint32_t q) {
+                return q < lim ? (q < open ? d_of : d_ou) : (q >= tail ? d_tail : d_in);
+            };
+            if (vec_out && full) {
+                /* Groups of four wholly inside the in-place run leave as 16-byte vectors. */
+                constexpr int H = (int)sizeof(P) * 4 / 16;
+#pragma unroll
+                for (uint32_t q4 = tid * 4; q4 < (uint32_t)TILE; q4 += SB * 4) {
+                    if (q4 >= lim && q4 + 4 <= tail) {
+                        const uint4 *sv = (const uint4 *)(stage + q4);
+                        uint4 *ov = (uint4 *)(out + base + q4);
+#pragma unroll
+                        for (int h = 0; h < H; ++h) ov[h] = sv[h];
+                    } else {
+#pragma unroll
+                        for (uint32_t q = q4; q < q4 + 4; ++q) out[q + off(q)] = stage[q];
+                    }
+                }
+            } else {
 #pragma unroll 4
-            for (uint32_t q = tid; q < valid; q += SB) {
-                const uint32_t d = q < lim ? (q < open ? d_of : d_ou) : (q >= tail ? d_tail : d_in);
-                out[q + d] = stage[q];
+                for (uint32_t q = tid; q < valid; q += SB) out[q + off(q)] = stage[q];
+            }
+            if (dest) {
+#pragma unroll
+                for (int k = 0; k < K; ++k) {
+                    const uint32_t l0 = (uint32_t)(k * SB + tid) * 4;
+                    uint32_t r = cA[k], d[4];
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        const uint32_t q = seg_pos<PB>(nibA[k], j, l0 + j, r, open, pieceA);
+                        d[j] = q + off(q);
+                    }
+                    store_dest<K>(dest, d, base + l0, vec_dest && full, n);
+                }
             }
         }
         idA = idB;
@@ -731,7 +789,7 @@ grove_status segsplit_impl(grove_ctx *ctx, void *d_temp, size_t *temp_bytes, con
                               "segmented split: sizing pass 2"));
     k2<<<g2, SB, smem2, s>>>((const P *)d_in, (const uint8_t *)bits, fwd, (P *)d_out, d_dest, n,
                              (int)ntiles, TileState<uint32_t>::at(t + st2_off), (uint32_t *)t + 1,
-                             aligned(d_in, 16), d_dest && aligned(d_dest, 16));
+                             aligned(d_in, 16), aligned(d_out, 16), d_dest && aligned(d_dest, 16));
     GROVE_CUDA_LAUNCHED(ctx, "segmented split: pass-2 kernel launch");
     return GROVE_OK;
 }
