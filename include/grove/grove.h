@@ -93,6 +93,11 @@ typedef struct grove_ctx_opts {
     int device;            /* CUDA device index, default 0 */
     void *stream;          /* cudaStream_t to run on, borrowed; NULL: the context creates its own */
     int num_threads;       /* CPU threads; 0 (default): OpenMP's default */
+    size_t device_mem_limit; /* CUDA backend: most bytes of device memory grove itself may hold
+                                at once for this context (staging and scratch buffers of the
+                                host-pointer calls); a call that would need more fails with
+                                GROVE_ERR_DEVICE_OUT_OF_MEMORY. 0 (default): no limit but the
+                                GPU's. Memory the caller passes to _device calls is not counted. */
 } grove_ctx_opts;
 
 /*! grove_ctx_default_opts() : fills *opts with the defaults listed in grove_ctx_opts. */

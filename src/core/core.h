@@ -19,6 +19,8 @@ struct grove_ctx {
     int own_stream;        /* 1 if the context created (and must destroy) the stream */
     int num_threads;       /* OpenMP threads, 0 = default */
     int create_failed;     /* set when grove_ctx_create returned an error */
+    size_t dev_limit;      /* device_mem_limit from the options, 0 = none */
+    size_t dev_in_use;     /* bytes held through grove__cuda_alloc */
     char err[GROVE__ERR_LEN];
 };
 

@@ -101,6 +101,11 @@ extern "C" grove_status grove__cuda_alloc(grove_ctx *ctx, void **p, size_t bytes
     cudaError_t e;
     *p = NULL;
     if (bytes == 0) return GROVE_OK;
+    if (ctx->dev_limit && bytes > ctx->dev_limit - ctx->dev_in_use)
+        return grove__error(ctx, GROVE_ERR_DEVICE_OUT_OF_MEMORY,
+                            "allocating %zu bytes of device memory for %s: over the context's "
+                            "device_mem_limit of %zu bytes (%zu in use)",
+                            bytes, what, ctx->dev_limit, ctx->dev_in_use);
     e = cudaMallocAsync(p, bytes, (cudaStream_t)stream);
     if (e != cudaSuccess) {
         char msg[256];
@@ -108,12 +113,15 @@ extern "C" grove_status grove__cuda_alloc(grove_ctx *ctx, void **p, size_t bytes
         snprintf(msg, sizeof msg, "allocating %zu bytes of device memory for %s", bytes, what);
         return grove__cuda_status(ctx, (int)e, msg);
     }
+    ctx->dev_in_use += bytes;
     return GROVE_OK;
 }
 
-extern "C" void grove__cuda_free(void *p, void *stream)
+extern "C" void grove__cuda_free(grove_ctx *ctx, void *p, size_t bytes, void *stream)
 {
-    if (p) cudaFreeAsync(p, (cudaStream_t)stream);
+    if (!p) return;
+    cudaFreeAsync(p, (cudaStream_t)stream);
+    ctx->dev_in_use -= bytes;
 }
 
 extern "C" grove_status grove__cuda_h2d(grove_ctx *ctx, void *d, const void *h, size_t bytes,

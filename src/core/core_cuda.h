@@ -22,10 +22,11 @@ void grove__cuda_ctx_fini(grove_ctx *ctx);
 /* Makes ctx->device current for this thread (contexts may move between threads). */
 grove_status grove__cuda_use(grove_ctx *ctx);
 
-/* Stream-ordered allocation on `stream`; `what` names the buffer in the error message. */
+/* Stream-ordered allocation on `stream`; `what` names the buffer in the error message. Counts
+ * against the context's device_mem_limit; grove__cuda_free must be given the same byte count. */
 grove_status grove__cuda_alloc(grove_ctx *ctx, void **p, size_t bytes, void *stream,
                                const char *what);
-void grove__cuda_free(void *p, void *stream);
+void grove__cuda_free(grove_ctx *ctx, void *p, size_t bytes, void *stream);
 grove_status grove__cuda_h2d(grove_ctx *ctx, void *d, const void *h, size_t bytes, void *stream);
 grove_status grove__cuda_d2h(grove_ctx *ctx, void *h, const void *d, size_t bytes, void *stream);
 grove_status grove__cuda_sync(grove_ctx *ctx, void *stream, const char *what);

@@ -245,6 +245,7 @@ typedef struct dev_set {
     const char *fn;
     void *stream;
     void *buf[DEV_MAX_BUFS];
+    size_t bytes[DEV_MAX_BUFS]; /* sizes, for the context's device-memory accounting */
     int count;
 } dev_set;
 
@@ -266,7 +267,10 @@ static grove_status dev_alloc(dev_set *s, void **p, size_t bytes, const char *wh
         return grove__error(s->ctx, GROVE_ERR_INTERNAL, "%s: too many device buffers", s->fn);
     snprintf(name, sizeof name, "%s (%s)", what, s->fn);
     st = grove__cuda_alloc(s->ctx, p, bytes, s->stream, name);
-    if (st == GROVE_OK && *p) s->buf[s->count++] = *p;
+    if (st == GROVE_OK && *p) {
+        s->buf[s->count] = *p;
+        s->bytes[s->count++] = bytes;
+    }
     return st;
 }
 
@@ -283,7 +287,10 @@ static grove_status dev_end(dev_set *s, grove_status st)
         st = grove__cuda_sync(s->ctx, s->stream, s->fn);
     else /* still drain the stream (copies into the caller's memory), keeping the first error */
         (void)grove__cuda_sync(NULL, s->stream, s->fn);
-    while (s->count > 0) grove__cuda_free(s->buf[--s->count], s->stream);
+    while (s->count > 0) {
+        s->count--;
+        grove__cuda_free(s->ctx, s->buf[s->count], s->bytes[s->count], s->stream);
+    }
     return st;
 }
 
