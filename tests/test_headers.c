@@ -2,8 +2,10 @@
  * test_headers.c - every public header compiles as pedantic C11 (-Wall -Wextra -Werror
  * -pedantic), alone and together, twice (include guards), and links.
  */
+#include "grove/io.h" /* first: it must compile on its own */
 #include "grove/prim.h"
 #include "grove/grove.h"
+#include "grove/io.h"
 #include "grove/prim.h"
 
 #include <stdio.h>
@@ -25,6 +27,7 @@ int main(void)
     codes[0] = grove_morton2(5u, 9u);
     if (grove_morton2_decode(ctx, codes, &x, &y, 1) != GROVE_OK || x != 5u || y != 9u) failures++;
     if (grove_morton3_compact(grove_morton3(7u, 0u, 0u)) != 7u) failures++;
+    grove_points_free(NULL); /* accepts NULL */
     grove_ctx_destroy(ctx);
     printf("test_headers: %s (grove %s)\n", failures ? "FAILED" : "ok", grove_version());
     return failures ? 1 : 0;

@@ -1,0 +1,82 @@
+/*
+ * io.h - reading and writing point files: CSV / whitespace text and PLY.
+ *
+ * Formats (docs/FORMATS.md has the exact rules):
+ *   text  .csv .txt .xyz: one point per line, x and y (and z) in the first columns, separated
+ *         by commas and/or whitespace; extra columns ignored; '#' comment lines; an optional
+ *         header line.
+ *   PLY   ascii, binary_little_endian, binary_big_endian 1.0; the `vertex` element's x, y and
+ *         optional z properties, of any PLY scalar type; other properties and elements skipped.
+ * A point's index is its 0-based record order in the file (comment, blank and header lines do
+ * not count). Coordinates are stored as float: every value must be finite and round to a
+ * finite float (|v| up to about 3.4e38); NaN, infinity and larger values are bad input.
+ *
+ * Reading streams through a fixed buffer and grows the result geometrically, so time and
+ * memory are linear in the file size. Errors name the file and where: "FILE:LINE: ..." in
+ * text (and ASCII PLY bodies), "FILE: vertex record R: ..." in binary PLY bodies (R 0-based,
+ * the index the point would have had), "FILE: header line L: ..." in PLY headers.
+ *
+ * These calls do no device work; any context (CPU or CUDA) can be passed. Number parsing and
+ * printing do not depend on the C locale (LC_NUMERIC).
+ */
+#ifndef GROVE_IO_H
+#define GROVE_IO_H
+
+#include "grove/grove.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* n points of `dims` (2 or 3) interleaved floats: x0 y0 [z0] x1 y1 [z1] ... */
+typedef struct grove_points {
+    float *xyz; /* n * dims floats; NULL when n == 0 */
+    size_t n;
+    int dims;
+} grove_points;
+
+typedef enum grove_point_format {
+    GROVE_POINTS_AUTO = 0, /* by extension: .ply PLY; .csv .txt .xyz text; else (reading only)
+                              PLY if the file starts with "ply" and a newline, else text */
+    GROVE_POINTS_TEXT = 1,
+    GROVE_POINTS_PLY = 2
+} grove_point_format;
+
+/*! grove_points_read() :
+ *  Reads the points of the file at `path` into *out. dims: 0 takes the file's dimension (PLY:
+ *  3 if the vertex element has a z property; text: see docs/FORMATS.md), 2 reads x and y only
+ *  (z is ignored, not even parsed), 3 requires z (a 2-D file is bad input).
+ *  *out is always overwritten: on success out->xyz is a new allocation owned by the caller,
+ *  freed with grove_points_free() (NULL when the file holds no points); on failure *out is
+ *  {NULL, 0, 0}. The context's last error says what failed and where.
+ *  @return GROVE_OK, GROVE_ERR_INVALID_ARG (NULL ctx/path/out, bad fmt or dims),
+ *  GROVE_ERR_BAD_INPUT (malformed file, NaN/infinity, value out of float range, truncated
+ *  file), GROVE_ERR_IO (cannot open or read; the message has strerror), GROVE_ERR_LIMIT (a
+ *  text line longer than 1 MiB) or GROVE_ERR_OUT_OF_MEMORY. */
+grove_status grove_points_read(grove_ctx *ctx, const char *path, grove_point_format fmt, int dims,
+                               grove_points *out);
+
+/*! grove_points_free() :
+ *  Frees out->xyz of a struct filled by grove_points_read() and zeroes the struct. Accepts
+ *  NULL and zeroed structs. Do not pass a struct whose xyz the caller allocated otherwise. */
+void grove_points_free(grove_points *p);
+
+/*! grove_points_write() :
+ *  Writes p (borrowed; p->xyz may be NULL when p->n == 0) to `path`, replacing any file
+ *  there. fmt: GROVE_POINTS_TEXT writes CSV (header "x,y[,z]", '\n' line ends, each value with
+ *  9 significant digits, so every float reads back bit-exact); GROVE_POINTS_PLY writes
+ *  binary_little_endian PLY with float x, y[, z]; GROVE_POINTS_AUTO chooses by the extension
+ *  (.ply, or .csv/.txt/.xyz; any other is GROVE_ERR_INVALID_ARG). The data go to a new
+ *  temporary file in the same directory, which is flushed to disk and then renamed over
+ *  `path`, so a failure never leaves a partial file at `path`.
+ *  @return GROVE_OK, GROVE_ERR_INVALID_ARG (NULL pointer, dims not 2 or 3, bad fmt or
+ *  extension), GROVE_ERR_BAD_INPUT (a NaN or infinite coordinate: such a file could not be
+ *  read back; nothing is written), GROVE_ERR_IO or GROVE_ERR_OUT_OF_MEMORY. */
+grove_status grove_points_write(grove_ctx *ctx, const char *path, grove_point_format fmt,
+                                const grove_points *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GROVE_IO_H */

@@ -1,0 +1,592 @@
+/*
+ * io.c - public entry points of the io module (read, free, write), the buffered reader and the
+ * number parsing shared by the text and PLY readers (io_text.c, io_ply.c).
+ *
+ * Numbers with at most 15 significant digits and a small exponent are converted in double
+ * arithmetic, correctly rounded (fast_float); the rest go to strtof, which rounds correctly but
+ * reads the decimal point of the current LC_NUMERIC locale. Rather than switch locales
+ * (process-wide with setlocale, or POSIX-only and per thread with uselocale), the parser checks
+ * the grammar itself and hands strtof a string without a decimal point ("12.5e3" becomes
+ * "125e2"), which every locale reads the same. The writer likewise replaces whatever decimal
+ * point printf used with '.'.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "io_internal.h"
+
+/* ---- buffered reader ---- */
+
+grove_status grove__rd_open(grove__rd *r, grove_ctx *ctx, const char *path)
+{
+    memset(r, 0, sizeof *r);
+    r->ctx = ctx;
+    r->path = path;
+    r->cap = 2 * GROVE__IO_CHUNK + 1;
+    r->buf = (char *)malloc(r->cap);
+    if (!r->buf)
+        return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory for a read buffer",
+                            path);
+    r->f = fopen(path, "rb");
+    if (!r->f) {
+        int e = errno;
+        free(r->buf);
+        r->buf = NULL;
+        return grove__error(ctx, GROVE_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+    }
+    return GROVE_OK;
+}
+
+void grove__rd_close(grove__rd *r)
+{
+    if (r->f) fclose(r->f);
+    free(r->buf);
+    r->f = NULL;
+    r->buf = NULL;
+}
+
+/* Moves the unread bytes to the front, makes room for at least `room` more (growing the
+ * buffer geometrically), and reads as many as fit. Sets eof when the file has no more. */
+static grove_status rd_fill(grove__rd *r, size_t room)
+{
+    size_t got;
+    if (r->eof) return GROVE_OK;
+    if (r->beg > 0) {
+        memmove(r->buf, r->buf + r->beg, r->end - r->beg);
+        r->end -= r->beg;
+        r->beg = 0;
+    }
+    if (r->cap - 1 - r->end < room) {
+        size_t nc = r->cap * 2;
+        char *nb;
+        if (nc < r->end + room + 1) nc = r->end + room + 1;
+        nb = (char *)realloc(r->buf, nc);
+        if (!nb)
+            return grove__error(r->ctx, GROVE_ERR_OUT_OF_MEMORY,
+                                "%s: out of memory for a %zu-byte read buffer", r->path, nc);
+        r->buf = nb;
+        r->cap = nc;
+    }
+    got = fread(r->buf + r->end, 1, r->cap - 1 - r->end, r->f);
+    r->end += got;
+    if (got == 0) {
+        if (ferror(r->f))
+            return grove__error(r->ctx, GROVE_ERR_IO, "%s: read error: %s", r->path,
+                                strerror(errno));
+        r->eof = 1;
+    }
+    return GROVE_OK;
+}
+
+grove_status grove__rd_line(grove__rd *r, char **line, size_t *len, int *got)
+{
+    char *s;
+    size_t n;
+    for (;;) {
+        size_t have = r->end - r->beg;
+        char *nl = (char *)memchr(r->buf + r->beg + r->scan, '\n', have - r->scan);
+        if (nl) {
+            s = r->buf + r->beg;
+            n = (size_t)(nl - s);
+            r->beg += n + 1;
+            break;
+        }
+        r->scan = have;
+        if (have > GROVE__IO_MAX_LINE)
+            return grove__error(r->ctx, GROVE_ERR_LIMIT,
+                                "%s:%llu: line is longer than %zu bytes (is this a text file "
+                                "with '\\n' line ends?)",
+                                r->path, (unsigned long long)r->line + 1,
+                                (size_t)GROVE__IO_MAX_LINE);
+        if (r->eof) {
+            if (have == 0) {
+                *got = 0;
+                return GROVE_OK;
+            }
+            s = r->buf + r->beg;
+            n = have;
+            r->beg = r->end; /* the spare byte at buf[end] takes the NUL */
+            break;
+        }
+        GROVE_TRY(rd_fill(r, GROVE__IO_CHUNK));
+    }
+    r->scan = 0;
+    if (n > 0 && s[n - 1] == '\r') n--;
+    s[n] = '\0';
+    r->line++;
+    *line = s;
+    *len = n;
+    *got = 1;
+    return GROVE_OK;
+}
+
+grove_status grove__rd_need(grove__rd *r, size_t n, size_t *avail)
+{
+    while (r->end - r->beg < n && !r->eof) GROVE_TRY(rd_fill(r, n - (r->end - r->beg)));
+    *avail = r->end - r->beg;
+    return GROVE_OK;
+}
+
+grove_status grove__rd_skip(grove__rd *r, uint64_t n, uint64_t *done)
+{
+    *done = 0;
+    r->scan = 0;
+    while (n > 0) {
+        size_t have = r->end - r->beg, k;
+        if (have == 0) {
+            if (r->eof) break;
+            GROVE_TRY(rd_fill(r, GROVE__IO_CHUNK));
+            continue;
+        }
+        k = (uint64_t)have < n ? have : (size_t)n;
+        r->beg += k;
+        n -= k;
+        *done += k;
+    }
+    return GROVE_OK;
+}
+
+/* ---- numbers ---- */
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* Case-insensitive s[0..len) == lit (lit lower case). */
+static int ieq(const char *s, size_t len, const char *lit)
+{
+    size_t i;
+    for (i = 0; i < len; i++) {
+        char c = s[i];
+        if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
+        if (lit[i] == '\0' || c != lit[i]) return 0;
+    }
+    return lit[i] == '\0';
+}
+
+/* NaN or infinity spelled as strtof would accept it, after an optional sign. */
+static int special_kind(const char *s, size_t len)
+{
+    if (len > 0 && (s[0] == '+' || s[0] == '-')) {
+        s++;
+        len--;
+    }
+    if (ieq(s, len, "inf") || ieq(s, len, "infinity")) return GROVE__NUM_INF;
+    if (ieq(s, len, "nan") || (len >= 5 && ieq(s, 4, "nan(") && s[len - 1] == ')'))
+        return GROVE__NUM_NAN;
+    return GROVE__NUM_OK;
+}
+
+int grove__looks_numeric(const char *s, size_t len)
+{
+    if (len == 0) return 0;
+    if (is_digit(s[0]) || s[0] == '+' || s[0] == '-' || s[0] == '.') return 1;
+    return special_kind(s, len) != GROVE__NUM_OK;
+}
+
+/* Exact powers of ten in double (10^22 < 2^53 * 2^22 is the last one without rounding). */
+static const double pow10_exact[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                       1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                       1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* Clinger's fast path, for float: with m < 10^15 < 2^53 and |e10| <= 22 both operands are exact
+ * doubles, so m * 10^e10 (or m / 10^-e10) is the correctly rounded double r of the value.
+ * Rounding r again to float is then correct unless r lies exactly halfway between two floats
+ * (a double rounding could only go wrong there); the results here are between 1e-22 and 1e38,
+ * normal as floats, so halfway means the 29 low fraction bits are 1 followed by zeros.
+ * @return 1 with *out set, or 0 where strtof must decide. */
+static int fast_float(uint64_t m, long long e10, int neg, float *out)
+{
+    double r;
+    uint64_t bits;
+    if (e10 < -22 || e10 > 22) return 0;
+    r = e10 >= 0 ? (double)m * pow10_exact[e10] : (double)m / pow10_exact[-e10];
+    memcpy(&bits, &r, 8);
+    if ((bits & 0x1FFFFFFFu) == 0x10000000u) return 0;
+    *out = neg ? -(float)r : (float)r;
+    return 1;
+}
+
+int grove__parse_float(char *s, size_t len, float *out)
+{
+    size_t i = 0, int0, nint, frac0 = 0, nfrac = 0, nsig = 0;
+    int dot = 0, eneg = 0, neg, special;
+    long long e = 0, e10;
+    uint64_t m = 0;
+    char *end;
+    float f;
+
+    special = special_kind(s, len);
+    if (special != GROVE__NUM_OK) return special;
+    neg = len > 0 && s[0] == '-';
+    if (i < len && (s[i] == '+' || s[i] == '-')) i++;
+    int0 = i;
+    /* m gathers the significant digits (leading zeros dropped) while there are at most 15. */
+    for (; i < len && is_digit(s[i]); i++)
+        if (m || s[i] != '0') {
+            if (++nsig <= 15) m = m * 10 + (uint64_t)(s[i] - '0');
+        }
+    nint = i - int0;
+    if (i < len && s[i] == '.') {
+        dot = 1;
+        frac0 = ++i;
+        for (; i < len && is_digit(s[i]); i++)
+            if (m || s[i] != '0') {
+                if (++nsig <= 15) m = m * 10 + (uint64_t)(s[i] - '0');
+            }
+        nfrac = i - frac0;
+    }
+    if (nint + nfrac == 0) return GROVE__NUM_BAD;
+    if (i < len && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < len && (s[i] == '+' || s[i] == '-')) eneg = s[i++] == '-';
+        if (i >= len || !is_digit(s[i])) return GROVE__NUM_BAD;
+        /* Saturate: beyond 10^9 every nonzero value over- or underflows anyway. */
+        for (; i < len && is_digit(s[i]); i++)
+            if (e < 1000000000) e = e * 10 + (s[i] - '0');
+    }
+    if (i != len) return GROVE__NUM_BAD;
+    e10 = (eneg ? -e : e) - (long long)nfrac;
+
+    if (m == 0) { /* all digits zero, whatever the exponent */
+        *out = neg ? -0.0f : 0.0f;
+        return GROVE__NUM_OK;
+    }
+    if (nsig <= 15 && fast_float(m, e10, neg, out)) return GROVE__NUM_OK;
+
+    if (!dot) {
+        char keep = s[len];
+        s[len] = '\0';
+        f = strtof(s, &end);
+        s[len] = keep;
+        if (end != s + len) return GROVE__NUM_BAD;
+    } else {
+        /* sign, all digits, then the exponent moved by the number of fraction digits. */
+        char small[128], *t = small;
+        size_t k = 0, need = len + 32;
+        if (need > sizeof small) {
+            t = (char *)malloc(need);
+            if (!t) return GROVE__NUM_NOMEM;
+        }
+        if (s[0] == '+' || s[0] == '-') t[k++] = s[0];
+        memcpy(t + k, s + int0, nint);
+        k += nint;
+        memcpy(t + k, s + frac0, nfrac);
+        k += nfrac;
+        snprintf(t + k, need - k, "e%lld", e10);
+        f = strtof(t, &end);
+        if (*end != '\0') f = NAN; /* cannot happen: t is digits and an exponent */
+        if (t != small) free(t);
+        if (isnan(f)) return GROVE__NUM_BAD;
+    }
+    if (isinf(f)) return GROVE__NUM_RANGE;
+    *out = f;
+    return GROVE__NUM_OK;
+}
+
+void grove__quote(char *dst, size_t dst_size, const char *s, size_t len)
+{
+    size_t i, k = 0, max = 40;
+    if (dst_size < max + 4) max = dst_size > 4 ? dst_size - 4 : 0;
+    for (i = 0; i < len && k < max; i++) {
+        unsigned char c = (unsigned char)s[i];
+        dst[k++] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+    }
+    if (i < len && dst_size >= 4) {
+        memcpy(dst + k, "...", 3);
+        k += 3;
+    }
+    if (dst_size) dst[k < dst_size ? k : dst_size - 1] = '\0';
+}
+
+grove_status grove__pts_reserve(grove_ctx *ctx, grove_points *out, size_t *cap, size_t want,
+                                size_t limit)
+{
+    size_t nc = *cap ? *cap : 4096, per = (size_t)out->dims * sizeof(float);
+    float *p;
+    if (want <= *cap) return GROVE_OK;
+    while (nc < want) {
+        if (nc > SIZE_MAX / 2) {
+            nc = want;
+            break;
+        }
+        nc *= 2;
+    }
+    if (limit && nc > limit) nc = limit;
+    if (nc < want) nc = want;
+    if (nc > SIZE_MAX / per)
+        return grove__error(ctx, GROVE_ERR_LIMIT, "%zu points do not fit in memory", want);
+    p = (float *)realloc(out->xyz, nc * per);
+    if (!p)
+        return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
+                            "out of memory for %zu points (%zu bytes)", nc, nc * per);
+    out->xyz = p;
+    *cap = nc;
+    return GROVE_OK;
+}
+
+/* ---- public API ---- */
+
+/* Case-insensitive: does the file name (after the last '/') end in "." ext? */
+static int has_ext(const char *path, const char *ext)
+{
+    const char *base = strrchr(path, '/'), *dot;
+    base = base ? base + 1 : path;
+    dot = strrchr(base, '.');
+    return dot && dot != base && ieq(dot + 1, strlen(dot + 1), ext);
+}
+
+static grove_point_format format_by_ext(const char *path)
+{
+    if (has_ext(path, "ply")) return GROVE_POINTS_PLY;
+    if (has_ext(path, "csv") || has_ext(path, "txt") || has_ext(path, "xyz"))
+        return GROVE_POINTS_TEXT;
+    return GROVE_POINTS_AUTO;
+}
+
+void grove_points_free(grove_points *p)
+{
+    if (!p) return;
+    free(p->xyz);
+    p->xyz = NULL;
+    p->n = 0;
+    p->dims = 0;
+}
+
+grove_status grove_points_read(grove_ctx *ctx, const char *path, grove_point_format fmt, int dims,
+                               grove_points *out)
+{
+    static const char fn[] = "grove_points_read";
+    grove__rd r;
+    grove_status st;
+
+    GROVE_TRY(grove__check_ctx(ctx));
+    if (!out) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: out is NULL", fn);
+    memset(out, 0, sizeof *out);
+    if (!path) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: path is NULL", fn);
+    if ((int)fmt < GROVE_POINTS_AUTO || (int)fmt > GROVE_POINTS_PLY)
+        return grove__error(ctx, GROVE_ERR_INVALID_ARG,
+                            "%s: fmt must be GROVE_POINTS_AUTO, _TEXT or _PLY, got %d", fn,
+                            (int)fmt);
+    if (dims != 0 && dims != 2 && dims != 3)
+        return grove__error(ctx, GROVE_ERR_INVALID_ARG,
+                            "%s: dims must be 0 (as in the file), 2 or 3, got %d", fn, dims);
+
+    GROVE_TRY(grove__rd_open(&r, ctx, path));
+    if (fmt == GROVE_POINTS_AUTO) fmt = format_by_ext(path);
+    if (fmt == GROVE_POINTS_AUTO) {
+        size_t avail;
+        st = grove__rd_need(&r, 5, &avail);
+        if (st != GROVE_OK) goto _end;
+        fmt = ((avail >= 4 && memcmp(r.buf + r.beg, "ply\n", 4) == 0) ||
+               (avail >= 5 && memcmp(r.buf + r.beg, "ply\r\n", 5) == 0))
+                  ? GROVE_POINTS_PLY
+                  : GROVE_POINTS_TEXT;
+    }
+    st = fmt == GROVE_POINTS_PLY ? grove__read_ply(&r, dims, out) : grove__read_text(&r, dims, out);
+_end:
+    grove__rd_close(&r);
+    if (st != GROVE_OK) {
+        grove_points_free(out);
+        return st;
+    }
+    if (out->n == 0) {
+        free(out->xyz);
+        out->xyz = NULL;
+    } else {
+        /* Give back the unused part of the geometric growth; keep the block if that fails. */
+        float *p = (float *)realloc(out->xyz, out->n * (size_t)out->dims * sizeof(float));
+        if (p) out->xyz = p;
+    }
+    return GROVE_OK;
+}
+
+/* ---- writer ---- */
+
+typedef struct wbuf {
+    FILE *f;
+    char buf[1 << 16];
+    size_t n;
+    int err; /* errno of the first failed write, 0 if none */
+} wbuf;
+
+static void wb_flush(wbuf *w)
+{
+    errno = 0;
+    if (w->n && !w->err && fwrite(w->buf, 1, w->n, w->f) != w->n) w->err = errno ? errno : EIO;
+    w->n = 0;
+}
+
+static void wb_put(wbuf *w, const void *p, size_t n)
+{
+    if (w->n + n > sizeof w->buf) wb_flush(w);
+    memcpy(w->buf + w->n, p, n);
+    w->n += n;
+}
+
+/* %.9g (enough digits for any float to read back exactly) with '.' as the decimal point
+ * whatever the locale: any run of bytes printf wrote that is not part of a C-locale number is
+ * the locale's decimal point. */
+static void wb_float(wbuf *w, float v)
+{
+    char t[64], u[64];
+    size_t i, k = 0;
+    int len = snprintf(t, sizeof t, "%.9g", (double)v);
+    for (i = 0; i < (size_t)len && k < sizeof u; i++) {
+        char c = t[i];
+        if (is_digit(c) || c == '-' || c == '+' || c == 'e' || c == 'E') {
+            u[k++] = c;
+        } else if (k == 0 || u[k - 1] != '.') {
+            u[k++] = '.';
+        }
+    }
+    wb_put(w, u, k);
+}
+
+static void wb_u32le(wbuf *w, uint32_t v)
+{
+    unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                          (unsigned char)(v >> 24)};
+    wb_put(w, b, 4);
+}
+
+static void write_text(wbuf *w, const grove_points *p)
+{
+    size_t i;
+    int d;
+    wb_put(w, p->dims == 3 ? "x,y,z\n" : "x,y\n", p->dims == 3 ? 6 : 4);
+    for (i = 0; i < p->n; i++) {
+        const float *q = p->xyz + i * (size_t)p->dims;
+        for (d = 0; d < p->dims; d++) {
+            if (d) wb_put(w, ",", 1);
+            wb_float(w, q[d]);
+        }
+        wb_put(w, "\n", 1);
+    }
+}
+
+static void write_ply(wbuf *w, const grove_points *p)
+{
+    char h[256];
+    int len = snprintf(h, sizeof h,
+                       "ply\nformat binary_little_endian 1.0\ncomment written by grove %s\n"
+                       "element vertex %zu\nproperty float x\nproperty float y\n%s"
+                       "end_header\n",
+                       grove_version(), p->n, p->dims == 3 ? "property float z\n" : "");
+    size_t i, m = p->n * (size_t)p->dims;
+    wb_put(w, h, (size_t)len);
+    for (i = 0; i < m; i++) {
+        uint32_t u;
+        memcpy(&u, &p->xyz[i], 4);
+        wb_u32le(w, u);
+    }
+}
+
+/* A new file next to `path` (so that rename() stays within one file system), created with
+ * O_EXCL and mode 0666 less the umask, as a plain fopen would. */
+static grove_status create_temp(grove_ctx *ctx, const char *path, char **tmp_out, FILE **f_out)
+{
+    static atomic_uint counter;
+    size_t len = strlen(path) + 64;
+    char *tmp = (char *)malloc(len);
+    int fd = -1, tries;
+    if (!tmp) return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    for (tries = 0; tries < 100; tries++) {
+        snprintf(tmp, len, "%s.grove-tmp.%ld.%u", path, (long)getpid(),
+                 atomic_fetch_add(&counter, 1u));
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST) break;
+    }
+    if (fd < 0) {
+        grove_status s = grove__error(ctx, GROVE_ERR_IO, "%s: cannot create temporary file %s: %s",
+                                      path, tmp, strerror(errno));
+        free(tmp);
+        return s;
+    }
+    *f_out = fdopen(fd, "wb");
+    if (!*f_out) {
+        grove_status s = grove__error(ctx, GROVE_ERR_IO, "%s: cannot open temporary file %s: %s",
+                                      path, tmp, strerror(errno));
+        close(fd);
+        unlink(tmp);
+        free(tmp);
+        return s;
+    }
+    *tmp_out = tmp;
+    return GROVE_OK;
+}
+
+grove_status grove_points_write(grove_ctx *ctx, const char *path, grove_point_format fmt,
+                                const grove_points *p)
+{
+    static const char fn[] = "grove_points_write";
+    grove_status st = GROVE_OK;
+    char *tmp = NULL;
+    wbuf *w = NULL;
+    size_t i, m;
+
+    GROVE_TRY(grove__check_ctx(ctx));
+    if (!path) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: path is NULL", fn);
+    if (!p) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: p is NULL", fn);
+    if (p->dims != 2 && p->dims != 3)
+        return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: p->dims must be 2 or 3, got %d", fn,
+                            p->dims);
+    if (p->n > 0 && !p->xyz)
+        return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: p->xyz is NULL with p->n = %zu", fn,
+                            p->n);
+    if ((int)fmt < GROVE_POINTS_AUTO || (int)fmt > GROVE_POINTS_PLY)
+        return grove__error(ctx, GROVE_ERR_INVALID_ARG,
+                            "%s: fmt must be GROVE_POINTS_AUTO, _TEXT or _PLY, got %d", fn,
+                            (int)fmt);
+    if (fmt == GROVE_POINTS_AUTO) fmt = format_by_ext(path);
+    if (fmt == GROVE_POINTS_AUTO)
+        return grove__error(ctx, GROVE_ERR_INVALID_ARG,
+                            "%s: %s: cannot choose a format from the file name (want .ply, .csv, "
+                            ".txt or .xyz); pass GROVE_POINTS_TEXT or GROVE_POINTS_PLY",
+                            fn, path);
+    if (p->n > SIZE_MAX / 3)
+        return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: p->n = %zu is too large", fn, p->n);
+    m = p->n * (size_t)p->dims;
+    for (i = 0; i < m; i++)
+        if (!isfinite(p->xyz[i]))
+            return grove__error(ctx, GROVE_ERR_BAD_INPUT,
+                                "%s: %s: point %zu has %s in coordinate %d; the file could not be "
+                                "read back, nothing written",
+                                fn, path, i / (size_t)p->dims,
+                                isnan(p->xyz[i]) ? "NaN" : "infinity", (int)(i % (size_t)p->dims));
+
+    w = (wbuf *)malloc(sizeof *w);
+    if (!w) return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    w->n = 0;
+    w->err = 0;
+    GROVE_TRY_END(st, create_temp(ctx, path, &tmp, &w->f));
+    if (fmt == GROVE_POINTS_PLY)
+        write_ply(w, p);
+    else
+        write_text(w, p);
+    wb_flush(w);
+    if (!w->err && fflush(w->f) != 0) w->err = errno ? errno : EIO;
+    /* The data must be on disk before the rename makes them visible under `path`. */
+    if (!w->err && fsync(fileno(w->f)) != 0 && errno != EINVAL) w->err = errno;
+    if (fclose(w->f) != 0 && !w->err) w->err = errno;
+    w->f = NULL;
+    if (w->err) {
+        st = grove__error(ctx, GROVE_ERR_IO, "%s: write error: %s", path, strerror(w->err));
+        unlink(tmp);
+        goto _end;
+    }
+    if (rename(tmp, path) != 0) {
+        st = grove__error(ctx, GROVE_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp,
+                          strerror(errno));
+        unlink(tmp);
+    }
+_end:
+    free(tmp);
+    free(w);
+    return st;
+}

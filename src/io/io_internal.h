@@ -1,0 +1,78 @@
+/*
+ * io_internal.h - declarations shared by the io module's files (not installed): the buffered
+ * reader, number parsing, result growth and message helpers.
+ */
+#ifndef GROVE_IO_INTERNAL_H
+#define GROVE_IO_INTERNAL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core.h"
+#include "grove/io.h"
+
+/* Bytes read from the file at a time, and the longest line (text, PLY header, ASCII PLY
+ * record) accepted. The cap keeps a binary or CR-only file read as text from growing the line
+ * buffer to the size of the file. */
+#define GROVE__IO_CHUNK ((size_t)1 << 16)
+#define GROVE__IO_MAX_LINE ((size_t)1 << 20)
+
+/* A forward-only buffered reader. Bytes [beg, end) of buf are read but not consumed; buf has
+ * one spare byte past `end` so a line can be NUL-terminated in place. */
+typedef struct grove__rd {
+    grove_ctx *ctx;
+    const char *path;
+    FILE *f;
+    char *buf;
+    size_t cap, beg, end;
+    size_t scan; /* bytes after beg known to hold no '\n' (keeps long-line search linear) */
+    int eof;
+    uint64_t line; /* 1-based number of the last line returned by grove__rd_line */
+} grove__rd;
+
+grove_status grove__rd_open(grove__rd *r, grove_ctx *ctx, const char *path);
+void grove__rd_close(grove__rd *r);
+
+/* Next line without its '\n' (and without one '\r' before it), NUL-terminated, writable,
+ * valid until the next call. *got is 0 at end of file. */
+grove_status grove__rd_line(grove__rd *r, char **line, size_t *len, int *got);
+
+/* Makes at least n bytes contiguous at buf + beg (fewer only at end of file); *avail receives
+ * the number of bytes buffered there, which may exceed n. */
+grove_status grove__rd_need(grove__rd *r, size_t n, size_t *avail);
+
+/* Consumes up to n bytes; *done receives how many there were before end of file. */
+grove_status grove__rd_skip(grove__rd *r, uint64_t n, uint64_t *done);
+
+/* Result of grove__parse_float. */
+enum {
+    GROVE__NUM_OK = 0,
+    GROVE__NUM_BAD,   /* not a decimal number */
+    GROVE__NUM_NAN,   /* a NaN spelling: nan, NaN, -nan, nan(...) */
+    GROVE__NUM_INF,   /* inf, infinity (any case, any sign) */
+    GROVE__NUM_RANGE, /* finite, but rounds to +-infinity as a float */
+    GROVE__NUM_NOMEM
+};
+
+/* Parses s[0..len) (s[len] must be writable) as a decimal number, correctly rounded to float.
+ * Grammar: [+-] (digits [. digits*] | . digits) [(e|E) [+-] digits]. Underflow rounds to a
+ * subnormal or zero and is accepted. */
+int grove__parse_float(char *s, size_t len, float *out);
+
+/* 1 if s[0..len) is spelled like a number, NaN or infinity (starts with a digit, sign or '.',
+ * or is a NaN/infinity spelling): such a field is data, never header text. */
+int grove__looks_numeric(const char *s, size_t len);
+
+/* Writes s[0..len) for a message: at most 40 bytes, control bytes as '?', "..." if cut. */
+void grove__quote(char *dst, size_t dst_size, const char *s, size_t len);
+
+/* Room for at least `want` points in out (out->dims set), capacity in *cap, growing
+ * geometrically; `limit` (0: none) caps the capacity (a PLY vertex count). */
+grove_status grove__pts_reserve(grove_ctx *ctx, grove_points *out, size_t *cap, size_t want,
+                                size_t limit);
+
+/* Readers; the reader r is open and the caller closes it. dims is 0, 2 or 3. */
+grove_status grove__read_text(grove__rd *r, int dims, grove_points *out);
+grove_status grove__read_ply(grove__rd *r, int dims, grove_points *out);
+
+#endif /* GROVE_IO_INTERNAL_H */
