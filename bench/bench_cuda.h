@@ -35,6 +35,43 @@ __host__ __device__
     return z ^ (z >> 31);
 }
 
+/* What a benchmark array holds; the same on host and device, so results can be compared. */
+enum {
+    GROVE__FILL_U32,       /* any u32 */
+    GROVE__FILL_U64,       /* any u64 */
+    GROVE__FILL_UNIT_F32,  /* (0, 1]: a scan of these grows steadily, so f32 rounding stays relative */
+    GROVE__FILL_COORD_F32, /* [-1000, 1000) */
+    GROVE__FILL_BITS21,    /* 21-bit values (Morton 3-D coordinates) */
+    GROVE__FILL_FLAGS,     /* 1 in 2 set, as arbitrary nonzero bytes */
+    GROVE__FILL_HEADS      /* about 1 in GROVE__HEAD_EVERY set, arbitrary nonzero bytes */
+};
+#define GROVE__HEAD_EVERY 64u /* mean segment length */
+
+/* Element i of an array of `kind` filled from `seed`. */
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+    static inline void
+    grove__bench_fill_one(void *p, uint64_t i, int kind, uint64_t seed)
+{
+    uint64_t h = grove__bench_hash(seed, i);
+    switch (kind) {
+    case GROVE__FILL_U32: ((uint32_t *)p)[i] = (uint32_t)(h >> 32); break;
+    case GROVE__FILL_U64: ((uint64_t *)p)[i] = h; break;
+    case GROVE__FILL_UNIT_F32:
+        ((float *)p)[i] = (float)((h >> 40) + 1) * (1.0f / 16777216.0f);
+        break;
+    case GROVE__FILL_COORD_F32:
+        ((float *)p)[i] = (float)(h >> 40) * (2000.0f / 16777216.0f) - 1000.0f;
+        break;
+    case GROVE__FILL_BITS21: ((uint32_t *)p)[i] = (uint32_t)(h >> 43); break;
+    case GROVE__FILL_FLAGS: ((uint8_t *)p)[i] = (h & 1) ? (uint8_t)((h >> 8) | 1) : 0; break;
+    case GROVE__FILL_HEADS:
+        ((uint8_t *)p)[i] = (h % GROVE__HEAD_EVERY == 0) ? (uint8_t)((h >> 8) | 1) : 0;
+        break;
+    }
+}
+
 #ifdef GROVE_HAVE_CUDA
 /* The CUDA benchmarks of grove_bench_prim() (bench_prim_cuda.cu); arguments already checked,
  * *nrows already 0. */

@@ -121,31 +121,12 @@ static grove_status same_u64(cpu_bench *c, const char *op, const char *what, con
     return GROVE_OK;
 }
 
-enum { FILL_U32, FILL_U64, FILL_UNIT_F32, FILL_COORD_F32, FILL_BITS21, FILL_FLAGS, FILL_HEADS };
-#define HEAD_EVERY 64u /* mean segment length, as on the GPU */
-
-/* The same hash-based data as the GPU benchmarks: never zeros, flags are arbitrary nonzero
- * bytes. */
+/* The same hash-based data as the GPU benchmarks (grove__bench_fill_one). */
 static void fill(cpu_bench *c, void *p, size_t n, int kind, uint64_t seed)
 {
     long long i;
 #pragma omp parallel for num_threads(grove__threads(c->ctx)) schedule(static)
-    for (i = 0; i < (long long)n; i++) {
-        uint64_t h = grove__bench_hash(seed, (uint64_t)i);
-        switch (kind) {
-        case FILL_U32: ((uint32_t *)p)[i] = (uint32_t)(h >> 32); break;
-        case FILL_U64: ((uint64_t *)p)[i] = h; break;
-        case FILL_UNIT_F32: ((float *)p)[i] = (float)((h >> 40) + 1) * (1.0f / 16777216.0f); break;
-        case FILL_COORD_F32:
-            ((float *)p)[i] = (float)(h >> 40) * (2000.0f / 16777216.0f) - 1000.0f;
-            break;
-        case FILL_BITS21: ((uint32_t *)p)[i] = (uint32_t)(h >> 43); break;
-        case FILL_FLAGS: ((uint8_t *)p)[i] = (h & 1) ? (uint8_t)((h >> 8) | 1) : 0; break;
-        case FILL_HEADS:
-            ((uint8_t *)p)[i] = (h % HEAD_EVERY == 0) ? (uint8_t)((h >> 8) | 1) : 0;
-            break;
-        }
-    }
+    for (i = 0; i < (long long)n; i++) grove__bench_fill_one(p, (uint64_t)i, kind, seed);
 }
 
 /* Runs prep (untimed, may be NULL) + op warmup times, then repeats times with the clock around
@@ -515,7 +496,7 @@ static grove_status bench_cpu(cpu_bench *c)
 {
     const size_t n = c->n;
     c->bytes = 0;
-    fill(c, c->A, n, FILL_U32, 1);
+    fill(c, c->A, n, GROVE__FILL_U32, 1);
     GROVE_TRY(cpu_op(c, "copy", NULL, op_copy, check_copy));
     if (*c->nrows > 0) {
         /* vs_copy of the other rows is relative to this row */
@@ -523,17 +504,17 @@ static grove_status bench_cpu(cpu_bench *c)
         c->copy_gbps = r->gb_per_s;
         r->vs_copy = 1.0;
     }
-    fill(c, c->flags, n, FILL_FLAGS, 2);
-    fill(c, c->heads, n, FILL_HEADS, 3);
+    fill(c, c->flags, n, GROVE__FILL_FLAGS, 2);
+    fill(c, c->heads, n, GROVE__FILL_HEADS, 3);
 
-    fill(c, c->A, n, FILL_U32, 10);
+    fill(c, c->A, n, GROVE__FILL_U32, 10);
     GROVE_TRY(cpu_op(c, "scan_excl_u32", NULL, op_scan_excl_u32, check_scan_excl_u32));
-    fill(c, c->A, n, FILL_U64, 11);
+    fill(c, c->A, n, GROVE__FILL_U64, 11);
     GROVE_TRY(cpu_op(c, "scan_incl_u64", NULL, op_scan_incl_u64, check_scan_incl_u64));
-    fill(c, c->A, n, FILL_UNIT_F32, 12);
+    fill(c, c->A, n, GROVE__FILL_UNIT_F32, 12);
     GROVE_TRY(cpu_op(c, "scan_excl_f32", NULL, op_scan_excl_f32, check_scan_excl_f32));
 
-    fill(c, c->A, n, FILL_U32, 13);
+    fill(c, c->A, n, GROVE__FILL_U32, 13);
     GROVE_TRY(cpu_op(c, "segscan_excl_u32_fwd", NULL, op_segscan_fwd, check_segscan_fwd));
     GROVE_TRY(cpu_op(c, "segscan_excl_u32_bwd", NULL, op_segscan_bwd, check_segscan_bwd));
     GROVE_TRY(cpu_op(c, "split_u32", NULL, op_split, check_split));
@@ -541,19 +522,19 @@ static grove_status bench_cpu(cpu_bench *c)
     GROVE_TRY(cpu_op(c, "compact_u32", NULL, op_compact, check_compact));
     GROVE_TRY(cpu_op(c, "reduce_sum_u32", NULL, op_reduce, check_reduce));
 
-    fill(c, c->A, 3 * n, FILL_COORD_F32, 14);
+    fill(c, c->A, 3 * n, GROVE__FILL_COORD_F32, 14);
     GROVE_TRY(cpu_op(c, "bbox3", NULL, op_bbox, check_bbox));
 
-    fill(c, c->A, n, FILL_U32, 15);
-    fill(c, c->D, n, FILL_U32, 16);
+    fill(c, c->A, n, GROVE__FILL_U32, 15);
+    fill(c, c->D, n, GROVE__FILL_U32, 16);
     GROVE_TRY(cpu_op(c, "sort_keys_u32", prep_sort_u32, op_sort_keys_u32, check_sort_keys_u32));
     GROVE_TRY(cpu_op(c, "sort_pairs_u32", prep_sort_u32, op_sort_pairs_u32, check_sort_pairs_u32));
-    fill(c, c->A, n, FILL_U64, 17);
+    fill(c, c->A, n, GROVE__FILL_U64, 17);
     GROVE_TRY(cpu_op(c, "sort_keys_u64", prep_sort_u64, op_sort_keys_u64, check_sort_keys_u64));
 
-    fill(c, c->D, n, FILL_BITS21, 18);
-    fill(c, c->E, n, FILL_BITS21, 19);
-    fill(c, c->C, n, FILL_BITS21, 20);
+    fill(c, c->D, n, GROVE__FILL_BITS21, 18);
+    fill(c, c->E, n, GROVE__FILL_BITS21, 19);
+    fill(c, c->C, n, GROVE__FILL_BITS21, 20);
     GROVE_TRY(cpu_op(c, "morton3_encode", NULL, op_morton3, check_morton3));
     return GROVE_OK;
 }

@@ -40,37 +40,11 @@ namespace
 typedef unsigned long long u64;
 typedef uint8_t u8;
 
-enum FillKind {
-    FILL_U32,
-    FILL_U64,
-    FILL_UNIT_F32,
-    FILL_COORD_F32,
-    FILL_BITS21,
-    FILL_FLAGS,
-    FILL_HEADS
-};
-
-/* Mean segment length of the head flags; 1 in 2 elements is flagged. */
-const unsigned kHeadEvery = 64;
-
 __global__ void fill_kernel(void *p, u64 n, int kind, u64 seed)
 {
     u64 stride = (u64)gridDim.x * blockDim.x;
-    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        u64 h = grove__bench_hash(seed, i);
-        switch (kind) {
-        case FILL_U32: ((uint32_t *)p)[i] = (uint32_t)(h >> 32); break;
-        case FILL_U64: ((uint64_t *)p)[i] = h; break;
-        /* (0, 1]: a scan of these grows steadily, so f32 rounding stays relative. */
-        case FILL_UNIT_F32: ((float *)p)[i] = (float)((h >> 40) + 1) * (1.0f / 16777216.0f); break;
-        case FILL_COORD_F32:
-            ((float *)p)[i] = (float)(h >> 40) * (2000.0f / 16777216.0f) - 1000.0f;
-            break;
-        case FILL_BITS21: ((uint32_t *)p)[i] = (uint32_t)(h >> 43); break;
-        case FILL_FLAGS: ((u8 *)p)[i] = (h & 1) ? (u8)((h >> 8) | 1) : (u8)0; break;
-        case FILL_HEADS: ((u8 *)p)[i] = (h % kHeadEvery == 0) ? (u8)((h >> 8) | 1) : (u8)0; break;
-        }
-    }
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        grove__bench_fill_one(p, i, kind, seed);
 }
 
 /* CUB's segmented scan wants a key per element: the number of heads in [1, i]. */
@@ -155,7 +129,7 @@ unsigned grid(Bench *b, u64 n)
     return (unsigned)(want < 1 ? 1 : want < cap ? want : cap);
 }
 
-grove_status fill(Bench *b, void *p, u64 n, FillKind kind, u64 seed)
+grove_status fill(Bench *b, void *p, u64 n, int kind, u64 seed)
 {
     fill_kernel<<<grid(b, n), 256, 0, b->s>>>(p, n, (int)kind, seed);
     GROVE_CUDA_LAUNCHED(b->ctx, "bench prim: generating random input");
@@ -350,7 +324,7 @@ grove_status bench_copy(Bench *b)
         b->full = 1;
         return GROVE_OK;
     }
-    GROVE_TRY(fill(b, b->A, n, FILL_U32, 1));
+    GROVE_TRY(fill(b, b->A, n, GROVE__FILL_U32, 1));
     GROVE_TRY(run());
     GROVE_TRY(compare<uint32_t>(b, "copy", "the copy", b->B, b->A, n));
     GROVE_TRY(time_ms(b, run, &ms));
@@ -378,8 +352,8 @@ grove_status bench_size(Bench *b)
     GROVE_TRY(bench_copy(b));
 
     /* Flags, heads and CUB's segment ids stay fixed for the whole size. */
-    GROVE_TRY(fill(b, b->flags, n, FILL_FLAGS, 2));
-    GROVE_TRY(fill(b, b->heads, n, FILL_HEADS, 3));
+    GROVE_TRY(fill(b, b->flags, n, GROVE__FILL_FLAGS, 2));
+    GROVE_TRY(fill(b, b->heads, n, GROVE__FILL_HEADS, 3));
     {
         thrust::transform_iterator<HeadCount, thrust::counting_iterator<u64>, uint32_t> inc(
             thrust::counting_iterator<u64>(0), HeadCount{heads});
@@ -394,7 +368,7 @@ grove_status bench_size(Bench *b)
     /* ---- scans ---- */
     {
         double bytes = 8 * dn;
-        GROVE_TRY(fill(b, A32, n, FILL_U32, 10));
+        GROVE_TRY(fill(b, A32, n, GROVE__FILL_U32, 10));
         GROVE_TRY(bench_op(
             b, "scan_excl_u32", bytes, bytes,
             [&](void *t, size_t *tb) {
@@ -408,7 +382,7 @@ grove_status bench_size(Bench *b)
     }
     {
         double bytes = 16 * dn;
-        GROVE_TRY(fill(b, A64, n, FILL_U64, 11));
+        GROVE_TRY(fill(b, A64, n, GROVE__FILL_U64, 11));
         GROVE_TRY(bench_op(
             b, "scan_incl_u64", bytes, bytes,
             [&](void *t, size_t *tb) {
@@ -423,7 +397,7 @@ grove_status bench_size(Bench *b)
     {
         double bytes = 8 * dn;
         float *Af = (float *)b->A, *Bf = (float *)b->B, *Cf = (float *)b->C;
-        GROVE_TRY(fill(b, Af, n, FILL_UNIT_F32, 12));
+        GROVE_TRY(fill(b, Af, n, GROVE__FILL_UNIT_F32, 12));
         GROVE_TRY(bench_op(
             b, "scan_excl_f32", bytes, bytes,
             [&](void *t, size_t *tb) {
@@ -438,7 +412,7 @@ grove_status bench_size(Bench *b)
     }
 
     /* ---- segmented scans (grove reads values + heads; CUB reads values + segment ids) ---- */
-    GROVE_TRY(fill(b, A32, n, FILL_U32, 13));
+    GROVE_TRY(fill(b, A32, n, GROVE__FILL_U32, 13));
     {
         double bytes_g = 9 * dn, bytes_c = 12 * dn;
         GROVE_TRY(bench_op(
@@ -571,7 +545,7 @@ grove_status bench_size(Bench *b)
     {
         double bytes = 12 * dn + 24;
         float *pts = (float *)b->A, *box = (float *)(M + 8);
-        GROVE_TRY(fill(b, pts, 3 * (u64)n, FILL_COORD_F32, 14));
+        GROVE_TRY(fill(b, pts, 3 * (u64)n, GROVE__FILL_COORD_F32, 14));
         GROVE_TRY(bench_op(
             b, "bbox3", bytes, bytes,
             [&](void *t, size_t *tb) { return grove_bbox_device(ctx, t, tb, 3, pts, box, n, S); },
@@ -581,7 +555,7 @@ grove_status bench_size(Bench *b)
     /* ---- radix sort (bytes: the floor of one read and one write) ---- */
     {
         double bytes = 8 * dn;
-        GROVE_TRY(fill(b, A32, n, FILL_U32, 15));
+        GROVE_TRY(fill(b, A32, n, GROVE__FILL_U32, 15));
         GROVE_TRY(bench_op(
             b, "sort_keys_u32", bytes, bytes,
             [&](void *t, size_t *tb) {
@@ -595,7 +569,7 @@ grove_status bench_size(Bench *b)
     }
     {
         double bytes = 16 * dn;
-        GROVE_TRY(fill(b, D32, n, FILL_U32, 16));
+        GROVE_TRY(fill(b, D32, n, GROVE__FILL_U32, 16));
         GROVE_TRY(bench_op(
             b, "sort_pairs_u32", bytes, bytes,
             [&](void *t, size_t *tb) {
@@ -613,7 +587,7 @@ grove_status bench_size(Bench *b)
     }
     {
         double bytes = 16 * dn;
-        GROVE_TRY(fill(b, A64, n, FILL_U64, 17));
+        GROVE_TRY(fill(b, A64, n, GROVE__FILL_U64, 17));
         GROVE_TRY(bench_op(
             b, "sort_keys_u64", bytes, bytes,
             [&](void *t, size_t *tb) {
@@ -629,9 +603,9 @@ grove_status bench_size(Bench *b)
     /* ---- Morton codes: checked whole up to 2^24, else the first 2^24 and the last 2^20 ---- */
     {
         double bytes = 20 * dn;
-        GROVE_TRY(fill(b, D32, n, FILL_BITS21, 18));
-        GROVE_TRY(fill(b, E32, n, FILL_BITS21, 19));
-        GROVE_TRY(fill(b, F32, n, FILL_BITS21, 20));
+        GROVE_TRY(fill(b, D32, n, GROVE__FILL_BITS21, 18));
+        GROVE_TRY(fill(b, E32, n, GROVE__FILL_BITS21, 19));
+        GROVE_TRY(fill(b, F32, n, GROVE__FILL_BITS21, 20));
         GROVE_TRY(bench_op(
             b, "morton3_encode", bytes, bytes,
             [&](void *t, size_t *tb) {
