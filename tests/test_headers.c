@@ -3,6 +3,7 @@
  * -pedantic), alone and together, twice (include guards), and links.
  */
 #include "grove/io.h" /* first: it must compile on its own */
+#include "grove/quadtree.h"
 #include "grove/prim.h"
 #include "grove/grove.h"
 #include "grove/io.h"
@@ -28,6 +29,7 @@ int main(void)
     if (grove_morton2_decode(ctx, codes, &x, &y, 1) != GROVE_OK || x != 5u || y != 9u) failures++;
     if (grove_morton3_compact(grove_morton3(7u, 0u, 0u)) != 7u) failures++;
     grove_points_free(NULL); /* accepts NULL */
+    grove_quadtree_destroy(NULL);
     grove_ctx_destroy(ctx);
     printf("test_headers: %s (grove %s)\n", failures ? "FAILED" : "ok", grove_version());
     return failures ? 1 : 0;
