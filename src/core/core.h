@@ -4,6 +4,8 @@
 #ifndef GROVE_CORE_H
 #define GROVE_CORE_H
 
+#include <stdio.h>
+
 #include "grove/grove.h"
 
 #ifdef __cplusplus
@@ -31,6 +33,14 @@ grove_status grove__error(grove_ctx *ctx, grove_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+
+/* Writing a result file without ever leaving a partial one (file.c). grove__wfile_open creates
+ * a new temporary file beside `path` and opens it for writing; the caller writes to *f and then
+ * calls grove__wfile_commit with the errno value of its first failed write (0 if none), which
+ * flushes, syncs and closes the file and renames it to `path`, or removes it on any failure.
+ * commit always closes f and frees tmp. */
+grove_status grove__wfile_open(grove_ctx *ctx, const char *path, char **tmp, FILE **f);
+grove_status grove__wfile_commit(grove_ctx *ctx, const char *path, char *tmp, FILE *f, int err);
 
 /* Checks that ctx is a usable context (not NULL, not a failed create). */
 grove_status grove__check_ctx(grove_ctx *ctx);

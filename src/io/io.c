@@ -487,40 +487,6 @@ static void write_ply(wbuf *w, const grove_points *p)
     }
 }
 
-/* A new file next to `path` (so that rename() stays within one file system), created with
- * O_EXCL and mode 0666 less the umask, as a plain fopen would. */
-static grove_status create_temp(grove_ctx *ctx, const char *path, char **tmp_out, FILE **f_out)
-{
-    static atomic_uint counter;
-    size_t len = strlen(path) + 64;
-    char *tmp = (char *)malloc(len);
-    int fd = -1, tries;
-    if (!tmp) return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-    for (tries = 0; tries < 100; tries++) {
-        snprintf(tmp, len, "%s.grove-tmp.%ld.%u", path, (long)getpid(),
-                 atomic_fetch_add(&counter, 1u));
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0 || errno != EEXIST) break;
-    }
-    if (fd < 0) {
-        grove_status s = grove__error(ctx, GROVE_ERR_IO, "%s: cannot create temporary file %s: %s",
-                                      path, tmp, strerror(errno));
-        free(tmp);
-        return s;
-    }
-    *f_out = fdopen(fd, "wb");
-    if (!*f_out) {
-        grove_status s = grove__error(ctx, GROVE_ERR_IO, "%s: cannot open temporary file %s: %s",
-                                      path, tmp, strerror(errno));
-        close(fd);
-        unlink(tmp);
-        free(tmp);
-        return s;
-    }
-    *tmp_out = tmp;
-    return GROVE_OK;
-}
-
 grove_status grove_points_write(grove_ctx *ctx, const char *path, grove_point_format fmt,
                                 const grove_points *p)
 {
@@ -564,27 +530,15 @@ grove_status grove_points_write(grove_ctx *ctx, const char *path, grove_point_fo
     if (!w) return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     w->n = 0;
     w->err = 0;
-    GROVE_TRY_END(st, create_temp(ctx, path, &tmp, &w->f));
+    GROVE_TRY_END(st, grove__wfile_open(ctx, path, &tmp, &w->f));
     if (fmt == GROVE_POINTS_PLY)
         write_ply(w, p);
     else
         write_text(w, p);
     wb_flush(w);
-    if (!w->err && fflush(w->f) != 0) w->err = errno ? errno : EIO;
-    /* The data must be on disk before the rename makes them visible under `path`. */
-    if (!w->err && fsync(fileno(w->f)) != 0 && errno != EINVAL) w->err = errno;
-    if (fclose(w->f) != 0 && !w->err) w->err = errno;
+    st = grove__wfile_commit(ctx, path, tmp, w->f, w->err);
+    tmp = NULL;
     w->f = NULL;
-    if (w->err) {
-        st = grove__error(ctx, GROVE_ERR_IO, "%s: write error: %s", path, strerror(w->err));
-        unlink(tmp);
-        goto _end;
-    }
-    if (rename(tmp, path) != 0) {
-        st = grove__error(ctx, GROVE_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp,
-                          strerror(errno));
-        unlink(tmp);
-    }
 _end:
     free(tmp);
     free(w);

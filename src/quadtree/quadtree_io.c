@@ -85,36 +85,6 @@ static void putf(unsigned char *b, float f)
 
 /* ---- save ---- */
 
-/* A new file beside `path` (rename() stays within one file system), O_EXCL, mode 0666 less the
- * umask. The io module has the same helper, static in src/io/io.c; this copy can go once it is
- * shared through an internal header. */
-static grove_status create_temp(grove_ctx *ctx, const char *path, char **tmp_out, FILE **f_out)
-{
-    static atomic_uint counter;
-    size_t len = strlen(path) + 64;
-    char *tmp = (char *)malloc(len);
-    int fd = -1;
-    if (!tmp) return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-    for (int tries = 0; tries < 100; tries++) {
-        snprintf(tmp, len, "%s.grove-tmp.%ld.%u", path, (long)getpid(),
-                 atomic_fetch_add(&counter, 1u));
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0 || errno != EEXIST) break;
-    }
-    if (fd < 0 || !(*f_out = fdopen(fd, "wb"))) {
-        grove_status s = grove__error(ctx, GROVE_ERR_IO, "%s: cannot create temporary file %s: %s",
-                                      path, tmp, strerror(errno));
-        if (fd >= 0) {
-            close(fd);
-            unlink(tmp);
-        }
-        free(tmp);
-        return s;
-    }
-    *tmp_out = tmp;
-    return GROVE_OK;
-}
-
 /* Writes count 4-byte words little-endian; returns 0 on success, else an errno value. */
 static int write_words(FILE *f, const void *p, size_t count, int le)
 {
@@ -137,7 +107,6 @@ grove_status grove_quadtree_save(grove_ctx *ctx, const grove_quadtree *t, const 
 {
     static const char fn[] = "grove_quadtree_save";
     unsigned char h[QT_HEADER];
-    grove_status st = GROVE_OK;
     char *tmp = NULL;
     FILE *f = NULL;
     int err = 0, le = host_is_le();
@@ -156,26 +125,13 @@ grove_status grove_quadtree_save(grove_ctx *ctx, const grove_quadtree *t, const 
     put32(h + 40, (uint32_t)t->opts.method);
     for (int i = 0; i < 4; i++) putf(h + 48 + 4 * i, t->opts.bbox[i]);
 
-    GROVE_TRY(create_temp(ctx, path, &tmp, &f));
+    GROVE_TRY(grove__wfile_open(ctx, path, &tmp, &f));
     errno = 0;
     if (fwrite(h, 1, sizeof h, f) != sizeof h) err = errno ? errno : EIO;
     if (!err) err = write_words(f, t->nodes, t->num_nodes * (QT_NODE / 4), le);
     if (!err && t->n) err = write_words(f, t->pts, 2 * t->n, le);
     if (!err && t->n) err = write_words(f, t->index, t->n, le);
-    if (!err && fflush(f) != 0) err = errno ? errno : EIO;
-    /* The data must be on disk before the rename makes them visible under `path`. */
-    if (!err && fsync(fileno(f)) != 0 && errno != EINVAL) err = errno;
-    if (fclose(f) != 0 && !err) err = errno ? errno : EIO;
-    if (err) {
-        st = grove__error(ctx, GROVE_ERR_IO, "%s: write error: %s", path, strerror(err));
-        unlink(tmp);
-    } else if (rename(tmp, path) != 0) {
-        st = grove__error(ctx, GROVE_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp,
-                          strerror(errno));
-        unlink(tmp);
-    }
-    free(tmp);
-    return st;
+    return grove__wfile_commit(ctx, path, tmp, f, err);
 }
 
 /* ---- load ---- */
