@@ -1253,21 +1253,15 @@ static void test_device_mem_limit(void)
 
 int main(int argc, char **argv)
 {
-    const char *backend = "cpu";
-    size_t large = 0;
-    uint64_t seed = 20240611;
+    tu_args args = {"cpu", 0, 20240611};
+    const char *backend;
+    size_t large;
+    uint64_t seed;
     grove_ctx_opts o;
-    for (int i = 1; i < argc; i++) {
-        if (i + 1 >= argc) return usage();
-        if (!strcmp(argv[i], "--backend"))
-            backend = argv[++i];
-        else if (!strcmp(argv[i], "--large"))
-            large = (size_t)strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--seed"))
-            seed = strtoull(argv[++i], NULL, 10);
-        else
-            return usage();
-    }
+    if (tu_parse_args(argc, argv, &args) != 0) return usage();
+    backend = args.backend;
+    large = args.large;
+    seed = args.seed;
     E.rng.s = seed;
     grove_ctx_default_opts(&o);
     if (!strcmp(backend, "cuda")) {

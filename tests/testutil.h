@@ -80,6 +80,31 @@ static inline void *tu_malloc(size_t bytes)
     return p;
 }
 
+/* The options every module's test program takes: --backend cpu|cuda, --large N (run only the
+ * large pass at N elements), --seed S. Fields not given keep the caller's defaults. */
+typedef struct tu_args {
+    const char *backend;
+    size_t large;
+    uint64_t seed;
+} tu_args;
+
+/* @return 0, or -1 for an unknown option or a missing value (the caller prints its usage). */
+static inline int tu_parse_args(int argc, char **argv, tu_args *a)
+{
+    for (int i = 1; i < argc; i++) {
+        if (i + 1 >= argc) return -1;
+        if (!strcmp(argv[i], "--backend"))
+            a->backend = argv[++i];
+        else if (!strcmp(argv[i], "--large"))
+            a->large = (size_t)strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--seed"))
+            a->seed = strtoull(argv[++i], NULL, 10);
+        else
+            return -1;
+    }
+    return 0;
+}
+
 /* Final line and exit code of every test program. */
 static inline int tu_finish(const char *name)
 {
