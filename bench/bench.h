@@ -25,6 +25,8 @@ typedef struct grove_bench_row {
     double gb_per_s;   /* bytes that must move (inputs read once + outputs written once) / time */
     double vs_copy;    /* gb_per_s / device-to-device copy GB/s of the same run; 0 if n/a */
     double vs_cub;     /* grove's items/s over CUB's for the same op; 0 if n/a */
+    double vs_floor;   /* the suite's floor time over this row's time (quadtree: the radix
+                          sort of n key/index pairs); 0 if n/a */
     int checked;       /* 1: result compared equal to the reference */
 } grove_bench_row;
 
@@ -42,6 +44,14 @@ typedef struct grove_bench_opts {
  *  does not match its reference is GROVE_ERR_INTERNAL). */
 grove_status grove_bench_prim(grove_ctx *ctx, const grove_bench_opts *opts, grove_bench_row *rows,
                               int max_rows, int *nrows);
+
+/*! grove_bench_quadtree() :
+ *  Quadtree builds (both methods; uniform and clustered points; 10^6, 10^7, 10^8 points or
+ *  opts->n): on CUDA the device-resident build, the build through host memory and the radix
+ *  sort floor; the CPU backend up to 10^7 points. Rows as grove_bench_prim; a tree that differs
+ *  from its reference leaves its row unchecked. */
+grove_status grove_bench_quadtree(grove_ctx *ctx, const grove_bench_opts *opts,
+                                  grove_bench_row *rows, int max_rows, int *nrows);
 
 #ifdef __cplusplus
 }

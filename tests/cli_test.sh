@@ -147,6 +147,10 @@ if expect 0 "demo --size 100000 --out DIR" "$GROVE" demo --size 100000 --out "$o
     out_has "^step "
     out_has "^scan .* OK$"
     out_has "^sort pairs .* OK$"
+    out_has "^quadtree build (morton) .* OK$"
+    out_has "^quadtree build (recursive) .* OK$"
+    out_has "^quadtree box queries .* OK$"
+    out_has "^quadtree picture (quadtree.svg) .* OK$"
     out_has "^all .* OK"
     if grep -q "FAILED" "$tmp/out"; then fail "a step FAILED"; fi
     if [ -f "$out/demo.json" ]; then
@@ -156,6 +160,11 @@ if expect 0 "demo --size 100000 --out DIR" "$GROVE" demo --size 100000 --out "$o
         json_check "$out/demo.json" "all(r['n'] == 100000 for r in d['rows'])"
     else
         fail "$out/demo.json was not written"
+    fi
+    if [ -f "$out/quadtree.svg" ]; then
+        [ "$(tail -n 1 "$out/quadtree.svg")" = "</svg>" ] || fail "quadtree.svg is incomplete"
+    else
+        fail "$out/quadtree.svg was not written"
     fi
     leftovers=$(find "$out" -name '*.tmp.*' | wc -l)
     [ "$leftovers" -eq 0 ] || fail "temporary files left in $out"
@@ -181,7 +190,8 @@ if expect 3 "demo --out DIR with DIR/demo.json a directory" \
     "$GROVE" demo --size 1000 --out "$tmp/blocked"; then
     err_has "demo.json"
 fi
-leftovers=$(find "$tmp/blocked" -type f | wc -l)
+# (quadtree.svg, complete, was written before demo.json failed)
+leftovers=$(find "$tmp/blocked" -type f ! -name quadtree.svg | wc -l)
 [ "$leftovers" -eq 0 ] || fail "partial files left in $tmp/blocked: $(find "$tmp/blocked" -type f)"
 
 # A read-only directory (only meaningful when not root: root may write anywhere).
@@ -205,6 +215,294 @@ if expect 0 "bench prim --out FILE" "$GROVE" bench prim --backend cpu --size 100
     else
         fail "$tmp/bench.json was not written"
     fi
+fi
+
+# ---- quadtree: build, query, knn, svg; answers against brute force over the same file ----
+# Coordinates have 3 decimals in [0, 100): distinct decimals are distinct floats there, and
+# float rounding keeps their order, so awk's comparisons in double decide every box exactly as
+# the float tree does, edges included.
+qt="$tmp/qt"
+mkdir -p "$qt"
+awk 'BEGIN {
+    srand(7); print "x,y,label"
+    for (i = 0; i < 3000; i++) {
+        if (i % 10 == 9) { x = px[int(rand() * i)]; y = py[int(rand() * i)] }   # duplicates
+        else if (i % 50 == 7) { x = 25.5; y = sprintf("%.3f", rand() * 100) }  # on a box edge
+        else { x = sprintf("%.3f", rand() * 100); y = sprintf("%.3f", rand() * 100) }
+        px[i] = x; py[i] = y; printf "%s,%s,p%d\n", x, y, i
+    }
+}' >"$qt/pts.csv"
+# The same points as ASCII PLY.
+{
+    printf 'ply\nformat ascii 1.0\ncomment grove cli test\nelement vertex 3000\n'
+    printf 'property float x\nproperty float y\nproperty uchar k\nend_header\n'
+    awk -F, 'NR > 1 { print $1, $2, NR % 256 }' "$qt/pts.csv"
+} >"$qt/pts.ply"
+
+# brute XMIN YMIN XMAX YMAX FILE: 0-based indices of the CSV's points inside the box.
+brute() {
+    awk -F, -v a="$1" -v b="$2" -v c="$3" -v d="$4" \
+        'NR > 1 && $1 >= a && $1 <= c && $2 >= b && $2 <= d { print NR - 2 }' "$5"
+}
+
+for args in "quadtree --help" "quadtree -h" "quadtree build --help" "quadtree query --help" \
+    "quadtree knn -h" "--backend cpu quadtree build --help"; do
+    # shellcheck disable=SC2086
+    if expect 0 "grove $args" "$GROVE" $args; then
+        out_has "usage: grove quadtree"
+        err_empty
+    fi
+done
+if expect 0 "grove --help lists quadtree" "$GROVE" --help; then out_has "^  quadtree "; fi
+
+if expect 0 "quadtree build CSV" "$GROVE" quadtree build "$qt/pts.csv" -o "$qt/t.qt" \
+    --backend cpu --min-points 8; then
+    out_has "3000 points"
+    out_has "^nodes: [0-9]* ([0-9]* leaves"
+    out_has "depth reached [0-9]"
+    out_has "points per leaf: max [0-9]"
+    out_has "points/s"
+    out_has "^wrote $qt/t.qt"
+    err_empty
+    head -c 8 "$qt/t.qt" | grep -q "GROVE-QT" || fail "t.qt does not start with the magic"
+fi
+expect 0 "quadtree build PLY" "$GROVE" quadtree build "$qt/pts.ply" -o "$qt/t_ply.qt" \
+    --backend cpu --min-points 8
+cmp -s "$qt/t.qt" "$qt/t_ply.qt" || { name="CSV vs PLY"; fail "the trees differ"; }
+# recursive == morton: the files differ only in the method field (bytes 40..43)
+if expect 0 "quadtree build --method recursive" "$GROVE" quadtree build "$qt/pts.csv" \
+    -o "$qt/t_rec.qt" --backend cpu --min-points 8 --method recursive; then
+    out_has "method recursive"
+    head -c 40 "$qt/t.qt" >"$qt/a.head"
+    head -c 40 "$qt/t_rec.qt" >"$qt/b.head"
+    tail -c +45 "$qt/t.qt" >"$qt/a.tail"
+    tail -c +45 "$qt/t_rec.qt" >"$qt/b.tail"
+    if ! cmp -s "$qt/a.head" "$qt/b.head" || ! cmp -s "$qt/a.tail" "$qt/b.tail"; then
+        fail "the recursive tree differs from the morton tree"
+    fi
+fi
+
+# Box queries: from the tree, from the points (built on the fly), against brute force. Boxes
+# cover: a middle box, edges on data values (25.5 is an x of 60 points), everything, a
+# degenerate line, an inverted box, nothing.
+for box in "10 20 40.5 60" "25.5 0 50 50" "0 0 100 100" "-1 -1 1000 1000" "25.5 0 25.5 100" \
+    "60 60 50 70" "200 200 300 300" "33.333 12.5 33.334 99"; do
+    # shellcheck disable=SC2086
+    brute $box "$qt/pts.csv" >"$qt/want"
+    # shellcheck disable=SC2086
+    if expect 0 "quadtree query TREE --box $box" "$GROVE" quadtree query "$qt/t.qt" --box $box \
+        --backend cpu; then
+        cmp -s "$tmp/out" "$qt/want" || fail "differs from brute force ($(wc -l <"$qt/want") lines)"
+        err_empty
+    fi
+    # shellcheck disable=SC2086
+    if expect 0 "quadtree query POINTS --box $box" "$GROVE" quadtree query "$qt/pts.csv" \
+        --box $box --backend cpu --max-depth 5 --min-points 3; then
+        cmp -s "$tmp/out" "$qt/want" || fail "differs from brute force"
+    fi
+done
+[ "$(brute 0 0 100 100 "$qt/pts.csv" | wc -l)" -eq 3000 ] || {
+    name="brute force"
+    fail "the all-covering box does not hold 3000 points"
+}
+# --box=a,b,c,d, negative bounds, infinite bounds, -o OUT
+brute -1000 -1000 50 1000 "$qt/pts.csv" >"$qt/want"
+if expect 0 "quadtree query --box=... -o OUT" "$GROVE" quadtree query "$qt/t.qt" \
+    --box=-inf,-1000,50,inf -o "$qt/res.txt" --backend cpu; then
+    out_empty
+    cmp -s "$qt/res.txt" "$qt/want" || fail "OUT differs from brute force"
+fi
+# several boxes from a file: CSV query,index
+printf '# boxes\nxmin,ymin,xmax,ymax\n10 20 40.5 60\n\n25.5, 0, 50, 50\n' >"$qt/boxes.txt"
+{
+    echo "query,index"
+    brute 10 20 40.5 60 "$qt/pts.csv" | sed 's/^/0,/'
+    brute 25.5 0 50 50 "$qt/pts.csv" | sed 's/^/1,/'
+} >"$qt/want"
+if expect 0 "quadtree query --boxes FILE" "$GROVE" quadtree query "$qt/pts.csv" \
+    --boxes "$qt/boxes.txt" --backend cpu; then
+    cmp -s "$tmp/out" "$qt/want" || fail "differs from brute force"
+fi
+
+# kNN on integer coordinates (exact distances, many ties): against a sort by (d2, index).
+awk 'BEGIN { srand(11); print "x y"
+    for (i = 0; i < 500; i++) printf "%d %d\n", int(rand() * 20), int(rand() * 20) }' \
+    >"$qt/grid.txt"
+awk 'NR > 1 { dx = $1 - 7; dy = $2 - 9; print dx * dx + dy * dy, NR - 2 }' "$qt/grid.txt" |
+    sort -k1,1n -k2,2n | head -n 25 |
+    awk 'BEGIN { print "rank,index,distance" }
+        { printf "%d,%d,%.9g\n", NR, $2, sqrt($1) }' >"$qt/want"
+if expect 0 "quadtree knn --point -k 25" "$GROVE" quadtree knn "$qt/grid.txt" --point 7 9 -k 25 \
+    --backend cpu --min-points 4; then
+    cmp -s "$tmp/out" "$qt/want" || fail "differs from the brute-force ranking"
+fi
+if expect 0 "quadtree knn TREE, k > n" "$GROVE" quadtree knn "$qt/t.qt" --point 50 50 -k 5000 \
+    --backend cpu; then
+    [ "$(wc -l <"$tmp/out")" -eq 3001 ] || fail "expected a header and 3000 rows"
+    head -n 1 "$tmp/out" | grep -q "^rank,index,distance$" || fail "no CSV header"
+fi
+
+# --json: one valid object with the summary
+if expect 0 "quadtree build --json" "$GROVE" quadtree build "$qt/pts.csv" -o "$qt/t_json.qt" \
+    --json --backend cpu --min-points 8; then
+    cp "$tmp/out" "$qt/build.json"
+    json_valid "$qt/build.json"
+    json_check "$qt/build.json" "d['points'] == 3000 and d['nodes'] >= 1 and d['leaves'] >= 1"
+    json_check "$qt/build.json" "d['max_leaf_points'] <= 8 or d['depth'] == d['max_depth']"
+    json_check "$qt/build.json" "d['method'] == 'morton' and d['min_points'] == 8"
+    json_check "$qt/build.json" "d['svg'] is None and d['backend'] == 'cpu'"
+    cmp -s "$qt/t.qt" "$qt/t_json.qt" || fail "--json changed the tree"
+fi
+# a given --bbox
+if expect 0 "quadtree build --bbox" "$GROVE" quadtree build "$qt/pts.csv" -o "$qt/t_bb.qt" \
+    --bbox -10 -10 110 110 --backend cpu; then
+    out_has "root box -10 -10 110 110 (given)"
+fi
+# an empty (header-only) file: a tree with no points, queries print nothing
+echo "x,y" >"$qt/empty.csv"
+expect 0 "quadtree build (no points)" "$GROVE" quadtree build "$qt/empty.csv" -o "$qt/e.qt" \
+    --backend cpu && out_has "0 points"
+expect 0 "quadtree query (no points)" "$GROVE" quadtree query "$qt/e.qt" --box 0 0 1 1 \
+    --backend cpu && out_empty
+
+# --svg: well-formed, the points and the boxes drawn; -o may then be left out
+if expect 0 "quadtree build --svg (no -o)" "$GROVE" quadtree build "$qt/pts.csv" \
+    --svg "$qt/t.svg" --backend cpu --min-points 8; then
+    out_has "^wrote $qt/t.svg: all 3000 points, all [0-9]* leaf boxes"
+    head -n 1 "$qt/t.svg" | grep -q '^<svg ' || fail "t.svg does not start with <svg"
+    [ "$(tail -n 1 "$qt/t.svg")" = "</svg>" ] || fail "t.svg does not end with </svg>"
+    grep -q "<!-- points: all 3000 -->" "$qt/t.svg" || fail "t.svg lacks the points comment"
+    grep -q "<rect " "$qt/t.svg" || fail "t.svg has no boxes"
+    if [ "$have_python" -eq 1 ]; then
+        python3 -c 'import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' \
+            "$qt/t.svg" 2>"$tmp/err" || fail "t.svg is not well-formed XML"
+    fi
+fi
+# Above 100000 points the picture holds a deterministic sample, and says so.
+awk 'BEGIN { srand(5); print "x,y"; for (i = 0; i < 120000; i++)
+    printf "%.4f,%.4f\n", rand() * rand() * 10, rand() * 10 }' >"$qt/big.csv"
+if expect 0 "quadtree build --svg (120000 points)" "$GROVE" quadtree build "$qt/big.csv" \
+    --svg "$qt/big.svg" --backend cpu; then
+    out_has "a sample of 100000 of the 120000 points"
+    grep -q "a deterministic sample of 100000 of the 120000 points" "$qt/big.svg" ||
+        fail "big.svg does not say it is a sample"
+    dots=$(grep -o 'h0' "$qt/big.svg" | wc -l)
+    [ "$dots" -eq 100000 ] || fail "big.svg draws $dots points, not 100000"
+    [ "$(tail -n 1 "$qt/big.svg")" = "</svg>" ] || fail "big.svg does not end with </svg>"
+fi
+expect 0 "quadtree build --svg again" "$GROVE" quadtree build "$qt/big.csv" \
+    --svg "$qt/big2.svg" --backend cpu --method recursive &&
+    { cmp -s "$qt/big.svg" "$qt/big2.svg" || fail "the picture is not deterministic"; }
+
+# bad input: the reader's message with file:line (or record), exit 2
+printf 'x,y\n1,2\n3,abc\n4,5\n' >"$qt/bad.csv"
+if expect 2 "quadtree build <bad CSV>" "$GROVE" quadtree build "$qt/bad.csv" -o "$qt/bad.qt" \
+    --backend cpu; then
+    err_has "bad.csv:3: column 2 is not a number: 'abc'"
+    out_empty
+    [ ! -e "$qt/bad.qt" ] || fail "a tree was written for bad input"
+fi
+printf 'x,y\n1,2\n3,nan\n' >"$qt/nan.csv"
+expect 2 "quadtree query <NaN in CSV>" "$GROVE" quadtree query "$qt/nan.csv" --box 0 0 1 1 \
+    --backend cpu && err_has "nan.csv:3: NaN in column 2"
+printf 'ply\nformat ascii 1.0\nelement vertex 3\n' >"$qt/bad.ply"
+printf 'property float x\nproperty float y\n' >>"$qt/bad.ply"
+printf 'end_header\n1 2\n3 inf\n5 6\n' >>"$qt/bad.ply"
+expect 2 "quadtree build <bad PLY>" "$GROVE" quadtree build "$qt/bad.ply" -o "$qt/bad.qt" \
+    --backend cpu && err_has "bad.ply:8: vertex record 1"
+expect 2 "quadtree build <missing file>" "$GROVE" quadtree build "$qt/nope.csv" -o "$qt/bad.qt" \
+    --backend cpu && err_has "nope.csv: cannot open"
+printf '1 2 3 4\n5 6 x 8\n' >"$qt/badboxes.txt"
+expect 2 "quadtree query --boxes <bad file>" "$GROVE" quadtree query "$qt/t.qt" \
+    --boxes "$qt/badboxes.txt" --backend cpu && err_has "badboxes.txt:2: column 3 is not a number"
+expect 2 "quadtree build --bbox not holding the points" "$GROVE" quadtree build "$qt/pts.csv" \
+    -o "$qt/bad.qt" --bbox 0 0 50 50 --backend cpu && err_has "outside"
+# a broken tree file: the loader's message, exit 2
+head -c 200 "$qt/t.qt" >"$qt/trunc.qt"
+expect 2 "quadtree query <truncated tree>" "$GROVE" quadtree query "$qt/trunc.qt" --box 0 0 1 1 \
+    --backend cpu && err_has "trunc.qt: truncated"
+cp "$qt/pts.csv" "$qt/notatree.qt"
+expect 2 "quadtree query <.qt that is not a tree>" "$GROVE" quadtree query "$qt/notatree.qt" \
+    --box 0 0 1 1 --backend cpu && err_has "not a grove quadtree file"
+{ head -c 64 "$qt/t.qt"; head -c 32 /dev/zero; tail -c +97 "$qt/t.qt"; } >"$qt/zeroed.qt"
+expect 2 "quadtree knn <corrupt tree>" "$GROVE" quadtree knn "$qt/zeroed.qt" --point 1 1 \
+    --backend cpu && err_has "zeroed.qt: "
+[ "$(wc -c <"$qt/zeroed.qt")" -eq "$(wc -c <"$qt/t.qt")" ] || {
+    name="corrupt tree"
+    fail "the corrupted copy has the wrong length"
+}
+
+# usage errors: exit 1, a message, nothing on stdout
+for args in "quadtree" "quadtree frobnicate" "quadtree build" "quadtree build @P" \
+    "quadtree build @P -o @T --max-depth 31" "quadtree build @P -o @T --max-depth x" \
+    "quadtree build @P -o @T --min-points -1" "quadtree build @P -o @T --method fast" \
+    "quadtree build @P -o @T --bbox 0 0 1" "quadtree build @P -o @T --bbox 0 0 x 1" \
+    "quadtree build @P -o @T --bbox 1 0 0 1" "quadtree build @P -o @T --frobnicate" \
+    "quadtree build @P -o @T --backend gpu" "quadtree build @P @P -o @T" \
+    "quadtree build @P -o @T --json=1" "quadtree build @P -o" "quadtree build @P -o @T --svg @T" \
+    "quadtree query @P" "quadtree query @P --box 1 2 3" "quadtree query @P --box 0 0 nan 1" \
+    "quadtree query @P --box 0 0 1 1 --boxes @B" "quadtree query --box 0 0 1 1" \
+    "quadtree knn @P" "quadtree knn @P --point 1" "quadtree knn @P --point 1 2 -k 0" \
+    "quadtree knn @P --point 1 inf" "quadtree knn @P --point 1 2 -k x"; do
+    real=$(echo "$args" | sed "s#@P#$qt/pts.csv#g; s#@T#$qt/u.qt#g; s#@B#$qt/boxes.txt#g")
+    # shellcheck disable=SC2086
+    if expect 1 "grove $args" "$GROVE" $real; then
+        err_has "^grove: "
+        out_empty
+    fi
+done
+[ ! -e "$qt/u.qt" ] || { name="usage errors"; fail "a usage error wrote a tree"; }
+
+# unwritable outputs: exit 3, and no file (partial or temporary) left behind
+if expect 3 "quadtree build -o <missing directory>" "$GROVE" quadtree build "$qt/pts.csv" \
+    -o "$qt/no/such/dir/t.qt" --backend cpu; then
+    err_has "no/such/dir/t.qt"
+    out_empty
+fi
+mkdir -p "$qt/blocked/t.qt" "$qt/blocked/res.txt" "$qt/blocked/t.svg"
+expect 3 "quadtree build -o <a directory>" "$GROVE" quadtree build "$qt/pts.csv" \
+    -o "$qt/blocked/t.qt" --backend cpu
+expect 3 "quadtree build --svg <a directory>" "$GROVE" quadtree build "$qt/pts.csv" \
+    --svg "$qt/blocked/t.svg" --backend cpu
+expect 3 "quadtree query -o <a directory>" "$GROVE" quadtree query "$qt/t.qt" --box 0 0 50 50 \
+    -o "$qt/blocked/res.txt" --backend cpu
+leftovers=$(find "$qt/blocked" -type f | wc -l)
+[ "$leftovers" -eq 0 ] || fail "files left in $qt/blocked: $(find "$qt/blocked" -type f)"
+if [ "$(id -u)" -ne 0 ]; then
+    mkdir -p "$qt/readonly"
+    chmod 555 "$qt/readonly"
+    expect 3 "quadtree build -o <read-only directory>" "$GROVE" quadtree build "$qt/pts.csv" \
+        -o "$qt/readonly/t.qt" --svg "$qt/readonly/t.svg" --backend cpu
+    expect 3 "quadtree query -o <read-only directory>" "$GROVE" quadtree query "$qt/t.qt" \
+        --box 0 0 1 1 -o "$qt/readonly/r.txt" --backend cpu
+    leftovers=$(find "$qt/readonly" -type f | wc -l)
+    [ "$leftovers" -eq 0 ] || fail "files left in the read-only directory"
+    chmod 755 "$qt/readonly"
+fi
+leftovers=$(find "$qt" -name '*.tmp.*' -o -name '*grove-tmp*' | wc -l)
+[ "$leftovers" -eq 0 ] || { name="quadtree temporaries"; fail "temporary files left in $qt"; }
+
+# the CUDA backend: the same tree as the CPU's with a GPU, a clean exit 3 without
+if [ "$gpus" -gt 0 ]; then
+    for m in morton recursive; do
+        if expect 0 "quadtree build --backend cuda --method $m" "$GROVE" quadtree build \
+            "$qt/pts.csv" -o "$qt/t_cuda_$m.qt" --backend cuda --min-points 8 --method $m; then
+            tail -c +45 "$qt/t_cuda_$m.qt" >"$qt/cuda.tail"
+            tail -c +45 "$qt/t.qt" | cmp -s - "$qt/cuda.tail" ||
+                fail "the CUDA tree differs from the CPU tree"
+        fi
+    done
+    brute 10 20 40.5 60 "$qt/pts.csv" >"$qt/want"
+    expect 0 "quadtree query --backend cuda" "$GROVE" quadtree query "$qt/pts.csv" \
+        --box 10 20 40.5 60 --backend cuda && { cmp -s "$tmp/out" "$qt/want" ||
+        fail "differs from brute force"; }
+else
+    if expect 3 "quadtree build --backend cuda (no GPU)" "$GROVE" quadtree build \
+        "$qt/pts.csv" -o "$qt/c.qt" --backend cuda; then
+        err_has "cannot use the cuda backend"
+        out_empty
+    fi
+    [ ! -e "$qt/c.qt" ] || fail "a tree was written"
 fi
 
 if [ "$fails" -ne 0 ]; then

@@ -1253,7 +1253,7 @@ static void test_device_mem_limit(void)
 
 int main(int argc, char **argv)
 {
-    tu_args args = {"cpu", 0, 20240611};
+    tu_args args = {"cpu", 0, 20240611, NULL};
     const char *backend;
     size_t large;
     uint64_t seed;

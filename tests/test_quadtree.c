@@ -1,7 +1,7 @@
 /*
  * test_quadtree.c - tests of the quadtree module (include/grove/quadtree.h).
  *
- *   test_quadtree [--backend cpu|cuda] [--large N] [--seed S]
+ *   test_quadtree [--backend cpu|cuda] [--large N] [--seed S] [--only morton]
  *
  * Every tree is built with both methods, which must give the same nodes, points and index byte
  * for byte, and passes the structural validator of quadtree_check.h. Box queries and kNN are
@@ -10,7 +10,7 @@
  * with their exact status and message. With --backend cuda everything runs on a CUDA context and
  * the trees and kNN results are also compared with a CPU context; without a GPU (or a CUDA
  * build) it prints "SKIP: no GPU" and exits 77. --large N runs only a uniform data set of N
- * points (both builds, the validator, a few queries).
+ * points (both builds, the validator, a few queries). --only morton skips the recursive builds.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -23,11 +23,17 @@
 
 #include "grove/quadtree.h"
 #include "quadtree_check.h"
+#ifdef GROVE_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 #include "testutil.h"
 
 static grove_ctx *g_ctx; /* the backend under test */
 static grove_ctx *g_cpu; /* CPU reference in --backend cuda mode, else NULL */
 static grove_ctx *g_one; /* CPU context with one thread (results must not depend on threads) */
+/* --only morton: skip the recursive builds (compute-sanitizer's racecheck and synccheck do not
+ * support the dynamic parallelism of the CUDA recursive build) */
+static int g_only_morton;
 
 #define FAIL(...)                                                                                  \
     do {                                                                                           \
@@ -206,6 +212,46 @@ static void validate(const grove_quadtree *t, const grove_points *p, const grove
         FAIL("%s (method %d): invalid tree: %s", what, (int)m, msg);
 }
 
+#ifdef GROVE_HAVE_CUDA
+/* The device-resident build of p (copied to the device by hand) must give ref's bytes after
+ * grove_quadtree_download(), and no host arrays before it. */
+static void check_device_build(const grove_points *p, const grove_quadtree_opts *o,
+                               grove_quadtree_method m, const grove_quadtree *ref,
+                               const char *what)
+{
+    grove_quadtree_opts oo = *o;
+    grove_quadtree *t = NULL;
+    grove_quadtree_device_view v;
+    size_t bytes = p->n * (size_t)p->dims * sizeof(float);
+    float *d = NULL;
+    grove_status s;
+    oo.method = m;
+    if (cudaMalloc((void **)&d, bytes ? bytes : 4) != cudaSuccess ||
+        cudaMemcpy(d, p->xyz, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+        FAIL("%s: cudaMalloc/cudaMemcpy of %zu bytes failed", what, bytes);
+        cudaFree(d);
+        return;
+    }
+    s = grove_quadtree_build_device(g_ctx, d, p->n, p->dims, &oo, &t);
+    if (s != GROVE_OK) {
+        FAIL("%s: build_device (method %d) failed: %s: %s", what, (int)m, grove_status_string(s),
+             grove_ctx_last_error(g_ctx));
+    } else {
+        v = grove_quadtree_device(t);
+        CHECK(grove_quadtree_nodes(t) == NULL && grove_quadtree_points(t) == NULL);
+        CHECK(v.nodes != NULL && (p->n == 0 || (v.pts != NULL && v.index != NULL)));
+        CHECK(grove_quadtree_num_nodes(t) == grove_quadtree_num_nodes(ref));
+        s = grove_quadtree_download(g_ctx, t);
+        if (s != GROVE_OK)
+            FAIL("%s: download failed: %s", what, grove_ctx_last_error(g_ctx));
+        else
+            trees_equal(t, ref, "device-resident build vs host build");
+    }
+    grove_quadtree_destroy(t);
+    cudaFree(d);
+}
+#endif
+
 /* Builds with both methods (and on the reference contexts), checks they agree and are valid;
  * returns the morton tree. */
 static grove_quadtree *build_all(const grove_points *p, const grove_quadtree_opts *opts,
@@ -218,23 +264,28 @@ static grove_quadtree *build_all(const grove_points *p, const grove_quadtree_opt
     else
         grove_quadtree_default_opts(&o);
     tm = build_one(g_ctx, p, &o, GROVE_QUADTREE_MORTON, what);
-    tr = build_one(g_ctx, p, &o, GROVE_QUADTREE_RECURSIVE, what);
-    if (!tm || !tr) {
+    tr = g_only_morton ? NULL : build_one(g_ctx, p, &o, GROVE_QUADTREE_RECURSIVE, what);
+    if (!tm || (!tr && !g_only_morton)) {
         grove_quadtree_destroy(tm);
         grove_quadtree_destroy(tr);
         return NULL;
     }
     validate(tm, p, &o, GROVE_QUADTREE_MORTON, what, st);
-    validate(tr, p, &o, GROVE_QUADTREE_RECURSIVE, what, NULL);
-    trees_equal(tm, tr, what);
+    if (tr) {
+        validate(tr, p, &o, GROVE_QUADTREE_RECURSIVE, what, NULL);
+        trees_equal(tm, tr, what);
+    }
     if (g_cpu) {
-        for (int m = 0; m < 2; m++) {
+        for (int m = 0; m < (g_only_morton ? 1 : 2); m++) {
             grove_quadtree *tc = build_one(g_cpu, p, &o, (grove_quadtree_method)m, what);
             if (tc) trees_equal(m == 0 ? tm : tr, tc, "CUDA context vs CPU context");
             grove_quadtree_destroy(tc);
+#ifdef GROVE_HAVE_CUDA
+            check_device_build(p, &o, (grove_quadtree_method)m, tm, what);
+#endif
         }
     } else if (p->n <= 200000) {
-        for (int m = 0; m < 2; m++) {
+        for (int m = 0; m < (g_only_morton ? 1 : 2); m++) {
             grove_quadtree *tc = build_one(g_one, p, &o, (grove_quadtree_method)m, what);
             if (tc) trees_equal(tm, tc, "1 thread vs default threads");
             grove_quadtree_destroy(tc);
@@ -1009,17 +1060,67 @@ end:
     free(p.xyz);
 }
 
+#ifdef GROVE_HAVE_CUDA
+/* grove_quadtree_build_device's own checks, done on the device. */
+static void test_device_invalid(void)
+{
+    const char *B = "grove_quadtree_build_device";
+    grove_points p = pts_new(40, 3);
+    grove_quadtree_opts o;
+    grove_quadtree *t = NULL;
+    float *d = NULL;
+    size_t bytes = 40 * 3 * sizeof(float);
+    for (size_t i = 0; i < 40; i++) pts_set(&p, i, (float)i, (float)(40 - i));
+    p.xyz[5 * 3 + 1] = NAN;                   /* y of point 5 */
+    p.xyz[9 * 3] = INFINITY;                   /* x of point 9: 5 is reported, the first */
+    p.xyz[7 * 3 + 2] = NAN;                   /* z is ignored */
+    if (cudaMalloc((void **)&d, bytes) != cudaSuccess ||
+        cudaMemcpy(d, p.xyz, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+        FAIL("cudaMalloc/cudaMemcpy failed");
+        cudaFree(d);
+        free(p.xyz);
+        return;
+    }
+    CHECK_ERR(g_ctx, grove_quadtree_build_device(g_ctx, d, 40, 3, NULL, &t), GROVE_ERR_BAD_INPUT,
+              "%s: point 5 has a non-finite coordinate (x=5, y=nan)", B);
+    CHECK(t == NULL);
+    grove_quadtree_default_opts(&o);
+    o.use_bbox = 1;
+    o.bbox[0] = 0.0f;
+    o.bbox[1] = 0.0f;
+    o.bbox[2] = 3.5f;
+    o.bbox[3] = 100.0f;
+    /* points 0..3 lie inside */
+    CHECK_STATUS(g_ctx, grove_quadtree_build_device(g_ctx, d, 4, 3, &o, &t), GROVE_OK);
+    grove_quadtree_destroy(t);
+    t = NULL;
+    CHECK_ERR(g_ctx, grove_quadtree_build_device(g_ctx, d, 40, 3, &o, &t), GROVE_ERR_BAD_INPUT,
+              "%s: point 4 (x=4, y=36) lies outside opts->bbox (0, 0, 3.5, 100)", B);
+    CHECK_ERR(g_ctx, grove_quadtree_build_device(g_ctx, d, 40, 4, NULL, &t), GROVE_ERR_INVALID_ARG,
+              "%s: dims must be 2 or 3, got 4", B);
+    CHECK_ERR(g_ctx, grove_quadtree_build_device(g_ctx, NULL, 40, 2, NULL, &t),
+              GROVE_ERR_INVALID_ARG, "%s: d_xyz is NULL with n = 40", B);
+    CHECK_ERR(g_cpu, grove_quadtree_build_device(g_cpu, d, 40, 2, NULL, &t), GROVE_ERR_UNSUPPORTED,
+              "%s: needs a CUDA context", B);
+    CHECK_ERR(g_cpu, grove_quadtree_download(g_cpu, NULL), GROVE_ERR_INVALID_ARG,
+              "grove_quadtree_download: t is NULL");
+    cudaFree(d);
+    free(p.xyz);
+}
+#endif
+
 /* ---- main ---- */
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: test_quadtree [--backend cpu|cuda] [--large N] [--seed S]\n");
+    fprintf(stderr, "usage: test_quadtree [--backend cpu|cuda] [--large N] [--seed S] "
+                    "[--only morton]\n");
     return 2;
 }
 
 int main(int argc, char **argv)
 {
-    tu_args args = {"cpu", 0, 20261122};
+    tu_args args = {"cpu", 0, 20261122, NULL};
     const char *backend;
     size_t large;
     uint64_t seed;
@@ -1029,6 +1130,8 @@ int main(int argc, char **argv)
     backend = args.backend;
     large = args.large;
     seed = args.seed;
+    if (args.only && strcmp(args.only, "morton") != 0) return usage();
+    g_only_morton = args.only != NULL;
     grove_ctx_default_opts(&o);
     o.backend = GROVE_BACKEND_CPU;
     o.num_threads = 1;
@@ -1065,6 +1168,9 @@ int main(int argc, char **argv)
         run_set(&r, gen_uniform(&r, large, 2, -1e4f, 1e4f), NULL, what, 8, 8, NULL);
     } else {
         test_invalid();
+#ifdef GROVE_HAVE_CUDA
+        if (g_cpu) test_device_invalid();
+#endif
         test_save_load(&r);
         test_datasets(&r);
     }

@@ -86,6 +86,7 @@ typedef struct tu_args {
     const char *backend;
     size_t large;
     uint64_t seed;
+    const char *only; /* --only X: a program-specific restriction (NULL: none) */
 } tu_args;
 
 /* @return 0, or -1 for an unknown option or a missing value (the caller prints its usage). */
@@ -99,6 +100,8 @@ static inline int tu_parse_args(int argc, char **argv, tu_args *a)
             a->large = (size_t)strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--seed"))
             a->seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--only"))
+            a->only = argv[++i];
         else
             return -1;
     }

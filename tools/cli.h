@@ -172,6 +172,7 @@ char *cli_path_join(const char *dir, const char *name);
 int cmd_info(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_quadtree(int argc, char **argv);
 
 /* ---- demo parts ----
  * `grove demo` runs one part per module on generated data; a part runs its steps and records
@@ -184,6 +185,7 @@ struct cli_demo {
     grove_ctx *ref; /* the CPU backend, as a reference, when ctx is CUDA; else NULL */
     size_t n;       /* elements per step */
     unsigned long long seed;
+    const char *out_dir; /* --out DIR for parts that write a file there; NULL without it */
     int quiet;    /* warm-up pass: rows are only shown when they fail */
     int failures; /* steps whose check failed or whose call returned an error */
     void *rows;   /* internal: the recorded rows */
@@ -198,5 +200,16 @@ void cli_demo_row(cli_demo *d, const char *module, const char *step, size_t n, d
 /* The prim module's part (cmd_demo.c). Returns 0, or -1 when it could not run at all (out of
  * host memory); failed steps are counted in d->failures, not returned. */
 int cli_demo_prim(cli_demo *d);
+/* The quadtree part (cmd_demo.c), same contract. */
+int cli_demo_quadtree(cli_demo *d);
+
+/* Draws tree t to an SVG file at path (cmd_quadtree.c): points (a deterministic sample above
+ * 100,000) and node boxes (down to the deepest level with at most 50,000 boxes). `what` names
+ * the command in messages. Optional outputs: the points and boxes drawn and the deepest box
+ * level. Returns 0 or an exit code after printing the error. */
+struct grove_quadtree;
+int cli_quadtree_svg(const struct grove_quadtree *t, const char *path, const char *what,
+                     const char *title, size_t *points_drawn, size_t *boxes_drawn,
+                     int *box_level);
 
 #endif /* GROVE_CLI_H */

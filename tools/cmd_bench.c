@@ -2,6 +2,7 @@
  * cmd_bench.c - `grove bench <suite>`: runs a benchmark suite of bench/ and prints its rows as
  * a table or JSON. Each suite is one entry in `suites`.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,9 +11,11 @@
 #include "grove/prim.h"
 
 static int bench_prim(int argc, char **argv);
+static int bench_quadtree(int argc, char **argv);
 
 static const cli_command suites[] = {
     {"prim", "scan, segmented scan, split, compaction, reduce, sort, ... beside CUB", bench_prim},
+    {"quadtree", "quadtree builds (morton, recursive) beside the radix-sort floor", bench_quadtree},
 };
 #define NUM_SUITES ((int)(sizeof suites / sizeof suites[0]))
 
@@ -51,6 +54,31 @@ static void usage_prim(FILE *f)
             "device-to-device copy GB/s; vs CUB = grove's items/s over CUB's for the same op.\n");
 }
 
+static void usage_quadtree(FILE *f)
+{
+    fprintf(f,
+            "usage: grove bench quadtree [--size N] [--repeats R] [--warmup W] [--json]\n"
+            "                            [--out FILE] [--backend auto|cpu|cuda]\n"
+            "\n"
+            "Times quadtree builds with the default options (max depth 16, min points 16) on\n"
+            "uniform and clustered 2-D points, both methods. On CUDA: the device-resident build\n"
+            "(impl gpu: points already on the GPU, tree left there), the same through host\n"
+            "memory (impl host: copies included), and one radix sort of n 32-bit key/index\n"
+            "pairs (the floor); the CPU backend (impl cpu) up to 10^7 points. Every GPU tree\n"
+            "is compared byte for byte with the other method's and the CPU backend's.\n"
+            "\n"
+            "options:\n"
+            "  --size N      points; default: 10^6, 10^7 and 10^8\n"
+            "  --repeats R   timed runs per row, the median is reported (default 10)\n"
+            "  --warmup W    untimed runs first (default 2)\n"
+            "  --json        print JSON instead of a table\n"
+            "  --out FILE    also write the JSON to FILE (through a temporary file)\n"
+            "  --backend B   auto (default), cpu or cuda\n"
+            "  -h, --help    print this help and exit\n"
+            "\n"
+            "columns: G pts/s = 1e9 points per second; vs floor = sort time / build time.\n");
+}
+
 int cmd_bench(int argc, char **argv)
 {
     cli_parser p;
@@ -81,9 +109,29 @@ static void print_ratio(double v, double scale, int decimals, const char *unit)
         printf(" %8s%s", "-", unit[0] ? " " : "");
 }
 
-static void print_table(const grove_bench_row *rows, int nrows, const char *backend)
+static void print_table_floor(const grove_bench_row *rows, int nrows, const char *suite,
+                              const char *backend)
 {
-    printf("grove bench prim on %s\n", backend);
+    printf("grove bench %s on %s\n", suite, backend);
+    printf("%-28s %-6s %11s %10s %10s %9s  %s\n", "op", "impl", "n", "ms", "G pts/s",
+           "vs floor", "checked");
+    for (int i = 0; i < nrows; i++) {
+        const grove_bench_row *r = &rows[i];
+        printf("%-28s %-6s %11zu %10.3f %10.3f", r->op, r->impl, r->n, r->ms,
+               r->items_per_s * 1e-9);
+        print_ratio(r->vs_floor, 1.0, 3, "x");
+        printf("  %s\n", r->checked ? "yes" : "NO");
+    }
+}
+
+static void print_table(const grove_bench_row *rows, int nrows, const char *suite,
+                        const char *backend)
+{
+    if (strcmp(suite, "prim") != 0) {
+        print_table_floor(rows, nrows, suite, backend);
+        return;
+    }
+    printf("grove bench %s on %s\n", suite, backend);
     printf("%-28s %-6s %11s %10s %10s %9s %10s %9s  %s\n", "op", "impl", "n", "ms", "G items/s",
            "GB/s", "% of copy", "vs CUB", "checked");
     for (int i = 0; i < nrows; i++) {
@@ -97,11 +145,13 @@ static void print_table(const grove_bench_row *rows, int nrows, const char *back
 }
 
 static void print_json(FILE *f, const grove_bench_row *rows, int nrows, const grove_ctx *ctx,
-                       const grove_bench_opts *o)
+                       const grove_bench_opts *o, const char *suite)
 {
     grove_device_info info;
     int dev = grove_ctx_device(ctx);
-    fprintf(f, "{\n  \"suite\": \"prim\",\n  \"version\": ");
+    fprintf(f, "{\n  \"suite\": ");
+    cli_json_string(f, suite);
+    fprintf(f, ",\n  \"version\": ");
     cli_json_string(f, grove_version());
     fprintf(f, ",\n  \"backend\": ");
     cli_json_string(f, grove_backend_name(grove_ctx_backend(ctx)));
@@ -134,6 +184,11 @@ static void print_json(FILE *f, const grove_bench_row *rows, int nrows, const gr
             cli_json_number(f, r->vs_cub);
         else
             fprintf(f, "null");
+        fprintf(f, ", \"vs_floor\": ");
+        if (r->vs_floor > 0)
+            cli_json_number(f, r->vs_floor);
+        else
+            fprintf(f, "null");
         fprintf(f, ", \"checked\": %s}", r->checked ? "true" : "false");
     }
     fprintf(f, "%s]\n}\n", nrows ? "\n  " : "");
@@ -141,7 +196,25 @@ static void print_json(FILE *f, const grove_bench_row *rows, int nrows, const gr
 
 #define MAX_ROWS 512
 
+typedef grove_status (*suite_fn)(grove_ctx *, const grove_bench_opts *, grove_bench_row *, int,
+                                 int *);
+
+static int run_suite(int argc, char **argv, const char *name, suite_fn fn, void (*usage_fn)(FILE *),
+                     int warmup, int repeats, size_t max_size);
+
 static int bench_prim(int argc, char **argv)
+{
+    return run_suite(argc, argv, "prim", grove_bench_prim, usage_prim, 3, 20, GROVE_PRIM_MAX_N);
+}
+
+static int bench_quadtree(int argc, char **argv)
+{
+    return run_suite(argc, argv, "quadtree", grove_bench_quadtree, usage_quadtree, 2, 10,
+                     (size_t)UINT32_MAX);
+}
+
+static int run_suite(int argc, char **argv, const char *name, suite_fn fn, void (*usage_fn)(FILE *),
+                     int warmup, int repeats, size_t max_size)
 {
     static grove_bench_row rows[MAX_ROWS];
     cli_parser p;
@@ -152,19 +225,20 @@ static int bench_prim(int argc, char **argv)
     const char *out_path = NULL;
     int json = 0, nrows = 0, rc, unchecked = 0;
     long v;
-    char desc[320];
+    char desc[320], what[64];
 
     memset(&o, 0, sizeof o);
-    o.warmup = 3;
-    o.repeats = 20;
-    cli_parser_init(&p, argc, argv, "bench prim", usage_prim);
+    snprintf(what, sizeof what, "bench %s", name);
+    o.warmup = warmup;
+    o.repeats = repeats;
+    cli_parser_init(&p, argc, argv, what, usage_fn);
     while (cli_next(&p)) {
         if (cli_help(&p))
             return CLI_EXIT_OK;
         else if (cli_flag(&p, "--json"))
             json = 1;
         else if (cli_value(&p, "--size")) {
-            if (cli_size(&p, 1, GROVE_PRIM_MAX_N, &o.n)) return p.exit;
+            if (cli_size(&p, 1, max_size, &o.n)) return p.exit;
         } else if (cli_value(&p, "--repeats")) {
             if (cli_int(&p, 1, 100000, &v)) return p.exit;
             o.repeats = (int)v;
@@ -184,19 +258,19 @@ static int bench_prim(int argc, char **argv)
     /* Find an unwritable --out before the benchmark, not after it. */
     if (out_path) {
         cli_outfile probe;
-        if (cli_outfile_open(&probe, out_path, "bench prim") != 0) return CLI_EXIT_FAILURE;
+        if (cli_outfile_open(&probe, out_path, what) != 0) return CLI_EXIT_FAILURE;
         cli_outfile_abort(&probe);
     }
-    rc = cli_ctx_create("bench prim", backend, &ctx);
+    rc = cli_ctx_create(what, backend, &ctx);
     if (rc != CLI_EXIT_OK) return rc;
     cli_describe_backend(ctx, desc, sizeof desc);
     if (!json) {
-        fprintf(stderr, "grove bench prim: running on %s ...\n", desc);
+        fprintf(stderr, "grove %s: running on %s ...\n", what, desc);
         fflush(stderr);
     }
-    s = grove_bench_prim(ctx, &o, rows, MAX_ROWS, &nrows);
+    s = fn(ctx, &o, rows, MAX_ROWS, &nrows);
     if (s != GROVE_OK) {
-        cli_report_status("bench prim", "grove_bench_prim", s, ctx);
+        cli_report_status(what, name, s, ctx);
         grove_ctx_destroy(ctx);
         return cli_exit_code(s, CLI_CAUSE_RUN);
     }
@@ -206,23 +280,23 @@ static int bench_prim(int argc, char **argv)
      * the context's message while still returning GROVE_OK. */
     if (grove_ctx_last_error(ctx)[0]) fprintf(stderr, "grove: note: %s\n", grove_ctx_last_error(ctx));
     if (json)
-        print_json(stdout, rows, nrows, ctx, &o);
+        print_json(stdout, rows, nrows, ctx, &o, name);
     else
-        print_table(rows, nrows, desc);
+        print_table(rows, nrows, name, desc);
     for (int i = 0; i < nrows; i++) unchecked += !rows[i].checked;
     if (out_path) {
         cli_outfile f;
-        if (cli_outfile_open(&f, out_path, "bench prim") != 0) {
+        if (cli_outfile_open(&f, out_path, what) != 0) {
             rc = CLI_EXIT_FAILURE;
         } else {
-            print_json(f.f, rows, nrows, ctx, &o);
-            if (cli_outfile_commit(&f, "bench prim") != 0) rc = CLI_EXIT_FAILURE;
+            print_json(f.f, rows, nrows, ctx, &o, name);
+            if (cli_outfile_commit(&f, what) != 0) rc = CLI_EXIT_FAILURE;
         }
     }
     grove_ctx_destroy(ctx);
     if (rc != CLI_EXIT_OK) return rc;
     if (unchecked) {
-        cli_error("bench prim", "%d row(s) were not checked against a reference", unchecked);
+        cli_error(what, "%d row(s) were not checked against a reference", unchecked);
         return CLI_EXIT_FAILURE;
     }
     if (fflush(stdout) != 0) return CLI_EXIT_FAILURE;

@@ -1,6 +1,7 @@
 /*
  * cmd_demo.c - `grove demo`: runs each module's main job on generated data on the chosen
- * backend, checks every result and prints one row per step (optionally DIR/demo.json).
+ * backend, checks every result and prints one row per step (optionally DIR/demo.json, and the
+ * quadtree part's picture DIR/quadtree.svg).
  *
  * Checks: every step is verified by an independent test of its defining property (scan
  * differences equal the input, a split's destinations follow from counting flags, a sort's
@@ -17,8 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "quadtree_check.h" /* the structural validator the tests use */
 #include "cli.h"
 #include "grove/prim.h"
+#include "grove/quadtree.h"
 
 /* One entry per module. The part runs its steps on d->n generated elements and records a row
  * per step with cli_demo_row(). */
@@ -29,6 +32,7 @@ typedef struct demo_part {
 
 static const demo_part parts[] = {
     {"prim", cli_demo_prim},
+    {"quadtree", cli_demo_quadtree},
 };
 #define NUM_PARTS ((int)(sizeof parts / sizeof parts[0]))
 
@@ -51,7 +55,8 @@ static void usage(FILE *f)
                "options:\n"
                "  --size N      elements per step (100000, 1e7, 16M, ...); default 1e7\n"
                "  --seed S      seed of the generated data (default 1)\n"
-               "  --out DIR     also write DIR/demo.json (DIR is created if missing)\n"
+               "  --out DIR     also write DIR/demo.json and DIR/quadtree.svg, a picture of the\n"
+               "                quadtree part's tree (DIR is created if missing)\n"
                "  --backend B   auto (default: CUDA when a usable GPU is found), cpu or cuda\n"
                "  -h, --help    print this help and exit\n");
 }
@@ -212,6 +217,7 @@ int cmd_demo(int argc, char **argv)
 
     memset(&d, 0, sizeof d);
     d.seed = (unsigned long long)seed;
+    d.out_dir = out_dir;
     rc = cli_ctx_create("demo", backend, &d.ctx);
     if (rc != CLI_EXIT_OK) return rc;
     if (grove_ctx_backend(d.ctx) == GROVE_BACKEND_CUDA) {
@@ -737,5 +743,288 @@ int cli_demo_prim(cli_demo *d)
         step_segscan(d, GROVE_SCAN_BACKWARD) || step_split(d) || step_segsplit(d) ||
         step_compact(d) || step_reduce(d) || step_bbox(d) || step_sort(d) || step_morton3(d))
         return -1;
+    return 0;
+}
+
+/* ---- the quadtree module's part ---- */
+
+/* Clustered points in a 1000 x 600 field: Gaussian clusters of different spreads, a uniform
+ * background, and exact duplicates of earlier points (which force leaves down to max_depth
+ * when they pile up). */
+static void qt_fill_points(demo_rng *r, float *xy, size_t n)
+{
+    enum { CLUSTERS = 9 };
+    double cx[CLUSTERS], cy[CLUSTERS], sd[CLUSTERS];
+    for (int c = 0; c < CLUSTERS; c++) {
+        cx[c] = 1000.0 * (double)(rng_next(r) >> 11) * 0x1p-53;
+        cy[c] = 600.0 * (double)(rng_next(r) >> 11) * 0x1p-53;
+        sd[c] = 2.0 + 60.0 * (double)(rng_next(r) >> 11) * 0x1p-53;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = rng_next(r);
+        double u1 = ((double)(rng_next(r) >> 11) + 0.5) * 0x1p-53;
+        double u2 = (double)(rng_next(r) >> 11) * 0x1p-53;
+        unsigned kind = (unsigned)(v % 100);
+        if (kind < 3 && i > 0) {
+            size_t j = (size_t)((v >> 8) % i);
+            xy[2 * i] = xy[2 * j];
+            xy[2 * i + 1] = xy[2 * j + 1];
+        } else if (kind < 13) {
+            xy[2 * i] = (float)(1000.0 * u1);
+            xy[2 * i + 1] = (float)(600.0 * u2);
+        } else {
+            /* Box-Muller */
+            int c = (int)((v >> 8) % CLUSTERS);
+            double rad = sqrt(-2.0 * log(u1)), ang = 6.283185307179586 * u2;
+            xy[2 * i] = (float)(cx[c] + sd[c] * rad * cos(ang));
+            xy[2 * i + 1] = (float)(cy[c] + sd[c] * rad * sin(ang));
+        }
+    }
+}
+
+static int qt_same_tree(const char *step, const grove_quadtree *a, const grove_quadtree *b,
+                        const char *what)
+{
+    size_t nn = grove_quadtree_num_nodes(a), n = grove_quadtree_num_points(a);
+    if (nn != grove_quadtree_num_nodes(b) || n != grove_quadtree_num_points(b) ||
+        memcmp(grove_quadtree_nodes(a), grove_quadtree_nodes(b),
+               nn * sizeof(grove_quadtree_node)) ||
+        (n && (memcmp(grove_quadtree_points(a), grove_quadtree_points(b), 2 * n * sizeof(float)) ||
+               memcmp(grove_quadtree_index(a), grove_quadtree_index(b), n * sizeof(uint32_t)))))
+        return check_fail(step, "the tree differs from %s", what);
+    return 1;
+}
+
+/* The structural validator shared with the tests (every point in exactly one leaf, inside its
+ * box and its quadrants; leaf sizes; breadth-first layout; input order inside leaves). */
+static int qt_valid(const char *step, const grove_quadtree *t, const grove_points *pts,
+                    const grove_quadtree_opts *o)
+{
+    char msg[300];
+    if (qt_check(t, pts, o, NULL, msg, sizeof msg) == 0) return 1;
+    return check_fail(step, "%s", msg);
+}
+
+static int qt_step_build(cli_demo *d, const grove_points *pts, grove_quadtree_method m,
+                         const grove_quadtree *other, grove_quadtree **out)
+{
+    const char *step =
+        m == GROVE_QUADTREE_MORTON ? "quadtree build (morton)" : "quadtree build (recursive)";
+    grove_quadtree_opts o;
+    grove_quadtree *ref = NULL;
+    grove_status s, rs;
+    double ms;
+    int ok = 1;
+    grove_quadtree_default_opts(&o);
+    o.method = m;
+    *out = NULL;
+    TIMED(s, ms, grove_quadtree_build(d->ctx, pts, &o, out));
+    if (s == GROVE_OK) {
+        ok = qt_valid(step, *out, pts, &o);
+        if (ok && other) ok = qt_same_tree(step, *out, other, "the morton build's");
+        if (ok && d->ref && !other) {
+            rs = grove_quadtree_build(d->ref, pts, &o, &ref);
+            ok = ref_ran(d, step, rs) && qt_same_tree(step, *out, ref, "the CPU backend's");
+            grove_quadtree_destroy(ref);
+        }
+    }
+    cli_demo_row(d, "quadtree", step, pts->n, ms, s, d->ctx, ok);
+    return 0;
+}
+
+/* Boxes of every size, some with edges exactly on point coordinates (inclusive edges), one
+ * covering everything and one inverted (matching nothing). */
+static void qt_fill_boxes(demo_rng *r, const grove_points *pts, float *boxes, size_t nq)
+{
+    for (size_t q = 0; q < nq; q++) {
+        float *b = boxes + 4 * q;
+        double w = 1000.0 * pow(2.0, -(double)(rng_next(r) % 12));
+        double h = 600.0 * pow(2.0, -(double)(rng_next(r) % 12));
+        double x = -50.0 + 1100.0 * (double)(rng_next(r) >> 11) * 0x1p-53;
+        double y = -50.0 + 700.0 * (double)(rng_next(r) >> 11) * 0x1p-53;
+        b[0] = (float)x;
+        b[1] = (float)y;
+        b[2] = (float)(x + w);
+        b[3] = (float)(y + h);
+        if (q % 4 == 1 && pts->n) {
+            const float *p = pts->xyz + 2 * (rng_next(r) % pts->n);
+            b[0] = p[0];
+            b[3] = p[1];
+            b[2] = b[0] + (float)w;
+            b[1] = b[3] - (float)h;
+        }
+    }
+    if (nq > 0) {
+        boxes[0] = -INFINITY;
+        boxes[1] = -INFINITY;
+        boxes[2] = INFINITY;
+        boxes[3] = INFINITY;
+    }
+    if (nq > 2) {
+        float t = boxes[8];
+        boxes[8] = boxes[10];
+        boxes[10] = t;
+    }
+}
+
+static int qt_step_boxes(cli_demo *d, const grove_points *pts, const grove_quadtree *t)
+{
+    enum { NQ = 32 };
+    const char *step = "quadtree box queries (32 boxes)";
+    float boxes[4 * NQ];
+    grove_query_result res, rres;
+    demo_rng r = rng_for(d, 21);
+    grove_status s, rs;
+    double ms;
+    int ok = 1;
+    memset(&res, 0, sizeof res);
+    memset(&rres, 0, sizeof rres);
+    qt_fill_boxes(&r, pts, boxes, NQ);
+    TIMED(s, ms, grove_quadtree_query_boxes(d->ctx, t, boxes, NQ, &res));
+    if (s == GROVE_OK) {
+        /* brute force: every point against every box, in input order (ascending) */
+        for (size_t q = 0; ok && q < NQ; q++) {
+            const float *b = boxes + 4 * q;
+            uint64_t at = res.offsets[q];
+            for (size_t i = 0; ok && i < pts->n; i++) {
+                float x = pts->xyz[2 * i], y = pts->xyz[2 * i + 1];
+                if (!(x >= b[0] && x <= b[2] && y >= b[1] && y <= b[3])) continue;
+                if (at >= res.offsets[q + 1] || res.indices[at] != i)
+                    ok = check_fail(step, "box %zu: point %zu is missing or out of order", q, i);
+                at++;
+            }
+            if (ok && at != res.offsets[q + 1])
+                ok = check_fail(step, "box %zu: %llu matches, brute force finds %llu", q,
+                                (unsigned long long)(res.offsets[q + 1] - res.offsets[q]),
+                                (unsigned long long)(at - res.offsets[q]));
+        }
+        if (ok && d->ref) {
+            rs = grove_quadtree_query_boxes(d->ref, t, boxes, NQ, &rres);
+            ok = ref_ran(d, step, rs) &&
+                 same_as_ref(step, res.offsets, rres.offsets, (NQ + 1) * sizeof(uint64_t)) &&
+                 same_as_ref(step, res.indices, rres.indices, res.offsets[NQ] * sizeof(uint32_t));
+        }
+    }
+    cli_demo_row(d, "quadtree", step, pts->n, ms, s, d->ctx, ok);
+    grove_query_result_free(&res);
+    grove_query_result_free(&rres);
+    return 0;
+}
+
+static int qt_step_knn(cli_demo *d, const grove_points *pts, const grove_quadtree *t)
+{
+    enum { NQ = 16, K = 8 };
+    const char *step = "quadtree knn (16 points, k=8)";
+    float q[2 * NQ];
+    uint32_t idx[NQ * K], ridx[NQ * K], bi[K];
+    double d2[NQ * K], rd2[NQ * K], bd[K];
+    demo_rng r = rng_for(d, 22);
+    grove_status s, rs;
+    double ms;
+    int ok = 1;
+    for (int j = 0; j < NQ; j++) {
+        if (j % 2 && pts->n) {
+            /* on a data point: its duplicates tie at distance 0 */
+            const float *p = pts->xyz + 2 * (rng_next(&r) % pts->n);
+            q[2 * j] = p[0];
+            q[2 * j + 1] = p[1];
+        } else {
+            q[2 * j] = (float)(-100.0 + 1200.0 * (double)(rng_next(&r) >> 11) * 0x1p-53);
+            q[2 * j + 1] = (float)(-100.0 + 800.0 * (double)(rng_next(&r) >> 11) * 0x1p-53);
+        }
+    }
+    TIMED(s, ms, grove_quadtree_knn(d->ctx, t, q, NQ, K, idx, d2));
+    if (s == GROVE_OK) {
+        for (int j = 0; ok && j < NQ; j++) {
+            int have = 0;
+            /* brute force, best K by (distance, index): scanning in index order, a candidate
+             * goes after the kept ones at the same distance */
+            for (size_t i = 0; i < pts->n; i++) {
+                double dx = (double)pts->xyz[2 * i] - (double)q[2 * j];
+                double dy = (double)pts->xyz[2 * i + 1] - (double)q[2 * j + 1];
+                double a = dx * dx;
+                double b = dy * dy;
+                double dd = a + b;
+                int pos;
+                if (have == K && !(dd < bd[K - 1])) continue;
+                pos = have < K ? have++ : K - 1;
+                while (pos > 0 && bd[pos - 1] > dd) {
+                    bd[pos] = bd[pos - 1];
+                    bi[pos] = bi[pos - 1];
+                    pos--;
+                }
+                bd[pos] = dd;
+                bi[pos] = (uint32_t)i;
+            }
+            for (int m = 0; ok && m < K; m++) {
+                uint32_t want_i = m < have ? bi[m] : UINT32_MAX;
+                double want_d = m < have ? bd[m] : INFINITY;
+                if (idx[j * K + m] != want_i || d2[j * K + m] != want_d)
+                    ok = check_fail(step, "query %d, rank %d: index %u, brute force %u", j, m,
+                                    (unsigned)idx[j * K + m], (unsigned)want_i);
+            }
+        }
+        if (ok && d->ref) {
+            rs = grove_quadtree_knn(d->ref, t, q, NQ, K, ridx, rd2);
+            ok = ref_ran(d, step, rs) && same_as_ref(step, idx, ridx, sizeof idx) &&
+                 same_as_ref(step, d2, rd2, sizeof d2);
+        }
+    }
+    cli_demo_row(d, "quadtree", step, pts->n, ms, s, d->ctx, ok);
+    return 0;
+}
+
+static int qt_step_picture(cli_demo *d, const grove_quadtree *t)
+{
+    const char *step = "quadtree picture (quadtree.svg)";
+    char title[96];
+    char *path = cli_path_join(d->out_dir, "quadtree.svg");
+    double t0;
+    int rc;
+    if (!path) {
+        cli_error("demo", "out of host memory");
+        return -1;
+    }
+    snprintf(title, sizeof title, "grove demo: quadtree of %zu clustered points (seed %llu)",
+             grove_quadtree_num_points(t), d->seed);
+    t0 = cli_now_ms();
+    rc = cli_quadtree_svg(t, path, "demo", title, NULL, NULL, NULL);
+    cli_demo_row(d, "quadtree", step, grove_quadtree_num_points(t), cli_now_ms() - t0, GROVE_OK,
+                 d->ctx, rc == CLI_EXIT_OK);
+    free(path);
+    return 0;
+}
+
+int cli_demo_quadtree(cli_demo *d)
+{
+    grove_points pts = {NULL, d->n, 2};
+    grove_quadtree *morton = NULL, *rec = NULL;
+    demo_rng r = rng_for(d, 20);
+    if (d->n > (size_t)UINT32_MAX) {
+        /* the build would refuse it (GROVE_ERR_LIMIT): say so in a row rather than allocate */
+        cli_error("demo", "quadtree: %zu points exceed the limit of %u", d->n, UINT32_MAX);
+        cli_demo_row(d, "quadtree", "quadtree build (morton)", d->n, 0.0, GROVE_OK, d->ctx, 0);
+        return 0;
+    }
+    pts.xyz = (float *)malloc(d->n ? 2 * d->n * sizeof(float) : 1);
+    if (!pts.xyz) {
+        cli_error("demo", "out of host memory (%zu points)", d->n);
+        return -1;
+    }
+    qt_fill_points(&r, pts.xyz, d->n);
+    qt_step_build(d, &pts, GROVE_QUADTREE_MORTON, NULL, &morton);
+    qt_step_build(d, &pts, GROVE_QUADTREE_RECURSIVE, morton, &rec);
+    grove_quadtree_destroy(rec);
+    if (morton) {
+        qt_step_boxes(d, &pts, morton);
+        qt_step_knn(d, &pts, morton);
+        if (d->out_dir && !d->quiet && qt_step_picture(d, morton) != 0) {
+            grove_quadtree_destroy(morton);
+            free(pts.xyz);
+            return -1;
+        }
+    }
+    grove_quadtree_destroy(morton);
+    free(pts.xyz);
     return 0;
 }

@@ -97,7 +97,10 @@ typedef struct grove_ctx_opts {
                                 at once for this context (staging and scratch buffers of the
                                 host-pointer calls); a call that would need more fails with
                                 GROVE_ERR_DEVICE_OUT_OF_MEMORY. 0 (default): no limit but the
-                                GPU's. Memory the caller passes to _device calls is not counted. */
+                                GPU's. Memory the caller passes to _device calls is not counted.
+                                Device memory grove frees stays in the context's own pool for
+                                the next call and goes back to the driver when the context is
+                                destroyed. */
 } grove_ctx_opts;
 
 /*! grove_ctx_default_opts() : fills *opts with the defaults listed in grove_ctx_opts. */

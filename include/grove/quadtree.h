@@ -68,10 +68,34 @@ void grove_quadtree_default_opts(grove_quadtree_opts *opts);
 grove_status grove_quadtree_build(grove_ctx *ctx, const grove_points *pts,
                                   const grove_quadtree_opts *opts, grove_quadtree **out);
 
+/*! grove_quadtree_build_device() :
+ *  The same build for n points that are already in the device memory of ctx's GPU (CUDA
+ *  contexts only): d_xyz holds n * dims floats, x and y first. The tree stays on the device: its
+ *  arrays are allocated through ctx (destroy the tree before the context), grove_quadtree_device()
+ *  gives them, and the host accessors return NULL arrays until grove_quadtree_download(). It
+ *  returns once the tree is complete. Errors as grove_quadtree_build(), plus
+ *  GROVE_ERR_UNSUPPORTED on a CPU context. */
+grove_status grove_quadtree_build_device(grove_ctx *ctx, const float *d_xyz, size_t n, int dims,
+                                         const grove_quadtree_opts *opts, grove_quadtree **out);
+
+/*! grove_quadtree_download() :
+ *  Gives a tree built by grove_quadtree_build_device() its host arrays (a no-op for any other
+ *  tree). ctx must be the context that built it. */
+grove_status grove_quadtree_download(grove_ctx *ctx, grove_quadtree *t);
+
+/* The device arrays of a tree built on the device (NULLs for a tree that has none). */
+typedef struct grove_quadtree_device_view {
+    const grove_quadtree_node *nodes; /* num_nodes */
+    const float *pts;                 /* 2n floats */
+    const uint32_t *index;            /* n */
+} grove_quadtree_device_view;
+grove_quadtree_device_view grove_quadtree_device(const grove_quadtree *t);
+
 /*! grove_quadtree_destroy() : frees the tree. Accepts NULL. */
 void grove_quadtree_destroy(grove_quadtree *t);
 
-/* Accessors; the returned arrays belong to the tree. */
+/* Accessors; the returned arrays belong to the tree. The arrays are NULL for a tree built by
+ * grove_quadtree_build_device() until it is downloaded. */
 size_t grove_quadtree_num_nodes(const grove_quadtree *t);
 const grove_quadtree_node *grove_quadtree_nodes(const grove_quadtree *t);
 size_t grove_quadtree_num_points(const grove_quadtree *t);

@@ -19,6 +19,7 @@ struct grove_ctx {
     int device;            /* CUDA device index, -1 on the CPU */
     void *stream;          /* cudaStream_t */
     int own_stream;        /* 1 if the context created (and must destroy) the stream */
+    void *mempool;         /* cudaMemPool_t: every grove__cuda_alloc comes from it */
     int num_threads;       /* OpenMP threads, 0 = default */
     int create_failed;     /* set when grove_ctx_create returned an error */
     size_t dev_limit;      /* device_mem_limit from the options, 0 = none */

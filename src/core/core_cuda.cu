@@ -80,6 +80,28 @@ extern "C" grove_status grove__cuda_ctx_init(grove_ctx *ctx, void *user_stream)
         ctx->stream = (void *)s;
         ctx->own_stream = 1;
     }
+    {
+        /* The context's own stream-ordered pool, which keeps what grove frees for the next call
+         * instead of returning it to the driver at every synchronization (the default pool's
+         * release threshold is 0): re-mapping gigabytes of memory per call costs more than the
+         * work on large inputs. It is given back when the context is destroyed. */
+        cudaMemPoolProps props;
+        cudaMemPool_t pool;
+        uint64_t keep = UINT64_MAX;
+        memset(&props, 0, sizeof props);
+        props.allocType = cudaMemAllocationTypePinned;
+        props.location.type = cudaMemLocationTypeDevice;
+        props.location.id = ctx->device;
+        cudaError_t e = cudaMemPoolCreate(&pool, &props);
+        if (e == cudaSuccess) {
+            ctx->mempool = (void *)pool;
+            e = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+        }
+        if (e != cudaSuccess) {
+            grove__cuda_ctx_fini(ctx);
+            return grove__cuda_status(ctx, (int)e, "creating the context's memory pool");
+        }
+    }
     return GROVE_OK;
 }
 
@@ -90,6 +112,14 @@ extern "C" void grove__cuda_ctx_fini(grove_ctx *ctx)
         cudaStreamSynchronize((cudaStream_t)ctx->stream);
         cudaStreamDestroy((cudaStream_t)ctx->stream);
         cudaGetLastError();
+    }
+    if (ctx->mempool) {
+        /* Blocks freed on a user's stream may still be pending there. */
+        cudaSetDevice(ctx->device);
+        if (ctx->stream && !ctx->own_stream) cudaStreamSynchronize((cudaStream_t)ctx->stream);
+        cudaMemPoolDestroy((cudaMemPool_t)ctx->mempool);
+        cudaGetLastError();
+        ctx->mempool = NULL;
     }
     ctx->stream = NULL;
     ctx->own_stream = 0;
@@ -106,7 +136,7 @@ extern "C" grove_status grove__cuda_alloc(grove_ctx *ctx, void **p, size_t bytes
                             "allocating %zu bytes of device memory for %s: over the context's "
                             "device_mem_limit of %zu bytes (%zu in use)",
                             bytes, what, ctx->dev_limit, ctx->dev_in_use);
-    e = cudaMallocAsync(p, bytes, (cudaStream_t)stream);
+    e = cudaMallocFromPoolAsync(p, bytes, (cudaMemPool_t)ctx->mempool, (cudaStream_t)stream);
     if (e != cudaSuccess) {
         char msg[256];
         *p = NULL;

@@ -1,17 +1,22 @@
 /*
- * quadtree.c - public entry points of the quadtree module: argument checks, the build dispatch,
- * accessors, and the box and k-nearest-neighbour queries (save and load are in quadtree_io.c).
+ * quadtree.c - public entry points of the quadtree module: argument checks, the build dispatch
+ * to the CPU builds (quadtree_cpu.c) or the CUDA builds (quadtree_cuda.cu, quadtree_cdp.cu), the
+ * device-resident tree and the accessors. The queries are in quadtree_query.c, save and load in
+ * quadtree_io.c.
  *
- * Backends. The module has no CUDA code yet: on a CUDA context the build and the queries run
- * on the host, exactly as on a CPU context, except that the morton build's sort goes through
- * grove_sort_pairs() on the caller's context and so runs on the GPU. The results are the same
- * bytes either way.
+ * On a CUDA context grove_quadtree_build() uploads the points, builds on the device, and copies
+ * the tree back; grove_quadtree_build_device() skips both copies and leaves the tree on the
+ * device. Every backend and method gives the same bytes.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "quadtree_internal.h"
+#ifdef GROVE_HAVE_CUDA
+#include "core_cuda.h"
+#include "quadtree_cuda.h"
+#endif
 
 void grove_quadtree_default_opts(grove_quadtree_opts *opts)
 {
@@ -95,6 +100,44 @@ static grove_status check_points(grove_ctx *ctx, const char *fn, const grove_poi
     return GROVE_OK;
 }
 
+#ifdef GROVE_HAVE_CUDA
+static grove_status build_cuda(grove_ctx *ctx, const float *d_xyz, int dims, const float root[4],
+                               grove_quadtree *t)
+{
+    if (t->opts.method == GROVE_QUADTREE_RECURSIVE)
+        return grove__qt_build_recursive_cuda(ctx, d_xyz, dims, root, t);
+    return grove__qt_build_morton_cuda(ctx, d_xyz, dims, root, t);
+}
+#endif
+
+/* Copies the points to the device, builds there, copies the tree back and frees the device
+ * arrays, so the tree is an ordinary host tree that does not depend on the context. */
+static grove_status build_cuda_from_host(grove_ctx *ctx, const grove_points *pts,
+                                         const float root[4], grove_quadtree *t)
+{
+#ifdef GROVE_HAVE_CUDA
+    grove_status st = GROVE_OK;
+    size_t bytes = pts->n * (size_t)pts->dims * sizeof(float);
+    float *d_xyz = NULL;
+    GROVE_TRY(grove__cuda_use(ctx));
+    GROVE_TRY(grove__cuda_alloc(ctx, (void **)&d_xyz, bytes, ctx->stream, "the input points"));
+    GROVE_TRY_END(st, grove__cuda_h2d(ctx, d_xyz, pts->xyz, bytes, ctx->stream));
+    GROVE_TRY_END(st, build_cuda(ctx, d_xyz, pts->dims, root, t));
+    grove__cuda_free(ctx, d_xyz, bytes, ctx->stream);
+    d_xyz = NULL;
+    st = grove_quadtree_download(ctx, t);
+    grove__qt_free_device(t);
+_end:
+    grove__cuda_free(ctx, d_xyz, bytes, ctx->stream);
+    return st;
+#else
+    (void)pts;
+    (void)root;
+    (void)t;
+    return grove__error(ctx, GROVE_ERR_UNSUPPORTED, "quadtree: built without the CUDA backend");
+#endif
+}
+
 grove_status grove_quadtree_build(grove_ctx *ctx, const grove_points *pts,
                                   const grove_quadtree_opts *opts, grove_quadtree **out)
 {
@@ -130,8 +173,9 @@ grove_status grove_quadtree_build(grove_ctx *ctx, const grove_points *pts,
     t->opts.use_bbox = 1;
     memcpy(t->opts.bbox, root, sizeof root);
     t->n = pts->n;
-    /* Both on the host whatever the backend (see the top of this file). */
-    if (o.method == GROVE_QUADTREE_RECURSIVE)
+    if (ctx->backend == GROVE_BACKEND_CUDA)
+        st = build_cuda_from_host(ctx, pts, root, t);
+    else if (o.method == GROVE_QUADTREE_RECURSIVE)
         st = grove__qt_build_recursive_cpu(ctx, pts, root, t);
     else
         st = grove__qt_build_morton_cpu(ctx, pts, root, t);
@@ -143,9 +187,159 @@ grove_status grove_quadtree_build(grove_ctx *ctx, const grove_points *pts,
     return GROVE_OK;
 }
 
+grove_status grove_quadtree_build_device(grove_ctx *ctx, const float *d_xyz, size_t n, int dims,
+                                         const grove_quadtree_opts *opts, grove_quadtree **out)
+{
+    static const char fn[] = "grove_quadtree_build_device";
+    grove_quadtree_opts o;
+    grove_quadtree *t;
+    grove_status st = GROVE_OK;
+    float root[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+
+    GROVE_TRY(grove__check_ctx(ctx));
+    if (!out) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: out is NULL", fn);
+    *out = NULL;
+    if (ctx->backend != GROVE_BACKEND_CUDA)
+        return grove__error(ctx, GROVE_ERR_UNSUPPORTED, "%s: needs a CUDA context", fn);
+    if (dims != 2 && dims != 3)
+        return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: dims must be 2 or 3, got %d", fn,
+                            dims);
+    if (n > (size_t)UINT32_MAX)
+        return grove__error(ctx, GROVE_ERR_LIMIT, "%s: n = %zu exceeds the limit of %u points", fn,
+                            n, UINT32_MAX);
+    if (n > 0 && !d_xyz)
+        return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: d_xyz is NULL with n = %zu", fn, n);
+    if (opts)
+        o = *opts;
+    else
+        grove_quadtree_default_opts(&o);
+    GROVE_TRY(check_opts(ctx, fn, &o));
+#ifdef GROVE_HAVE_CUDA
+    GROVE_TRY(grove__cuda_use(ctx));
+    if (o.use_bbox) memcpy(root, o.bbox, sizeof root);
+    if (n > 0) {
+        size_t bad;
+        float bxy[2];
+        GROVE_TRY(grove__qt_check_points_cuda(ctx, d_xyz, n, dims, o.use_bbox ? o.bbox : NULL,
+                                              root, &bad, bxy));
+        if (bad != SIZE_MAX && (!isfinite(bxy[0]) || !isfinite(bxy[1])))
+            return grove__error(ctx, GROVE_ERR_BAD_INPUT,
+                                "%s: point %zu has a non-finite coordinate (x=%.9g, y=%.9g)", fn,
+                                bad, (double)bxy[0], (double)bxy[1]);
+        if (bad != SIZE_MAX)
+            return grove__error(ctx, GROVE_ERR_BAD_INPUT,
+                                "%s: point %zu (x=%.9g, y=%.9g) lies outside opts->bbox (%.9g, "
+                                "%.9g, %.9g, %.9g)",
+                                fn, bad, (double)bxy[0], (double)bxy[1], (double)o.bbox[0],
+                                (double)o.bbox[1], (double)o.bbox[2], (double)o.bbox[3]);
+    }
+    t = (grove_quadtree *)calloc(1, sizeof *t);
+    if (!t) return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    t->opts = o;
+    t->opts.use_bbox = 1;
+    memcpy(t->opts.bbox, root, sizeof root);
+    t->n = n;
+    st = build_cuda(ctx, d_xyz, dims, root, t);
+    if (st != GROVE_OK) {
+        grove_quadtree_destroy(t);
+        return st;
+    }
+    *out = t;
+    return GROVE_OK;
+#else
+    (void)t;
+    (void)st;
+    (void)root;
+    return grove__error(ctx, GROVE_ERR_UNSUPPORTED, "%s: built without the CUDA backend", fn);
+#endif
+}
+
+grove_status grove_quadtree_download(grove_ctx *ctx, grove_quadtree *t)
+{
+    static const char fn[] = "grove_quadtree_download";
+    GROVE_TRY(grove__check_ctx(ctx));
+    if (!t) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: t is NULL", fn);
+    if (t->nodes) return GROVE_OK;
+    if (t->dev_ctx != ctx)
+        return grove__error(ctx, GROVE_ERR_INVALID_ARG,
+                            "%s: the tree was built on another context", fn);
+#ifdef GROVE_HAVE_CUDA
+    {
+        grove_status st = GROVE_OK;
+        grove_quadtree_node *nodes = NULL;
+        float *pts = NULL;
+        uint32_t *index = NULL;
+        GROVE_TRY(grove__cuda_use(ctx));
+        nodes = (grove_quadtree_node *)malloc(t->num_nodes * sizeof *nodes);
+        if (t->n > 0) {
+            pts = (float *)malloc(2 * t->n * sizeof *pts);
+            index = (uint32_t *)malloc(t->n * sizeof *index);
+        }
+        if (!nodes || (t->n > 0 && (!pts || !index))) {
+            st = grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
+                              "%s: out of memory for a tree of %zu nodes and %zu points", fn,
+                              t->num_nodes, t->n);
+            goto _end;
+        }
+        GROVE_TRY_END(st, grove__cuda_d2h(ctx, nodes, t->d_nodes, t->num_nodes * sizeof *nodes,
+                                          ctx->stream));
+        if (t->n > 0) {
+            GROVE_TRY_END(st, grove__cuda_d2h(ctx, pts, t->d_pts, 2 * t->n * sizeof *pts,
+                                              ctx->stream));
+            GROVE_TRY_END(st, grove__cuda_d2h(ctx, index, t->d_index, t->n * sizeof *index,
+                                              ctx->stream));
+        }
+        GROVE_TRY_END(st, grove__cuda_sync(ctx, ctx->stream, "copying the quadtree to the host"));
+        t->nodes = nodes;
+        t->pts = pts;
+        t->index = index;
+        return GROVE_OK;
+    _end:
+        free(nodes);
+        free(pts);
+        free(index);
+        return st;
+    }
+#else
+    return grove__error(ctx, GROVE_ERR_INTERNAL, "%s: a device tree without the CUDA backend", fn);
+#endif
+}
+
+grove_quadtree_device_view grove_quadtree_device(const grove_quadtree *t)
+{
+    grove_quadtree_device_view v = {NULL, NULL, NULL};
+    if (t && t->dev_ctx) {
+        v.nodes = t->d_nodes;
+        v.pts = t->d_pts;
+        v.index = t->d_index;
+    }
+    return v;
+}
+
+#ifdef GROVE_HAVE_CUDA
+void grove__qt_free_device(grove_quadtree *t)
+{
+    grove_ctx *c = t->dev_ctx;
+    if (!c) return;
+    if (grove__cuda_use(c) == GROVE_OK) {
+        grove__cuda_free(c, t->d_nodes, t->d_nodes_bytes, c->stream);
+        grove__cuda_free(c, t->d_pts, 2 * t->n * sizeof(float), c->stream);
+        grove__cuda_free(c, t->d_index, t->n * sizeof(uint32_t), c->stream);
+    }
+    t->d_nodes = NULL;
+    t->d_pts = NULL;
+    t->d_index = NULL;
+    t->d_nodes_bytes = 0;
+    t->dev_ctx = NULL;
+}
+#endif
+
 void grove_quadtree_destroy(grove_quadtree *t)
 {
     if (!t) return;
+#ifdef GROVE_HAVE_CUDA
+    grove__qt_free_device(t);
+#endif
     free(t->nodes);
     free(t->pts);
     free(t->index);
@@ -171,306 +365,3 @@ void grove_quadtree_get_opts(const grove_quadtree *t, grove_quadtree_opts *opts)
     *opts = t->opts;
 }
 
-void grove_query_result_free(grove_query_result *r)
-{
-    if (!r) return;
-    free(r->offsets);
-    free(r->indices);
-    memset(r, 0, sizeof *r);
-}
-
-/* ---- box queries ---- */
-
-/* Deepest descent: each pop pushes at most 4 nodes, and the tree is at most 30 levels deep. */
-#define QT_STACK (4 * (GROVE_QUADTREE_MAX_DEPTH + 2))
-
-/* Matches of box q: written to out (in no particular order) unless out is NULL; returns their
- * number. A node's box contains all its points (closed on every side, by induction from the
- * root), so a node whose box misses the query holds no match and one inside it holds only
- * matches. */
-static size_t box_query(const grove_quadtree *t, const float q[4], uint32_t *out)
-{
-    const grove_quadtree_node *nodes = t->nodes;
-    int32_t stack[QT_STACK];
-    int sp = 0;
-    size_t m = 0;
-    if (!(q[0] <= q[2]) || !(q[1] <= q[3])) return 0;
-    stack[sp++] = 0;
-    while (sp > 0) {
-        const grove_quadtree_node *nd = &nodes[stack[--sp]];
-        if (nd->end == nd->begin) continue;
-        if (nd->xmin > q[2] || nd->xmax < q[0] || nd->ymin > q[3] || nd->ymax < q[1]) continue;
-        if (q[0] <= nd->xmin && nd->xmax <= q[2] && q[1] <= nd->ymin && nd->ymax <= q[3]) {
-            if (out) memcpy(out + m, t->index + nd->begin, (nd->end - nd->begin) * sizeof *out);
-            m += nd->end - nd->begin;
-        } else if (nd->first_child >= 0) {
-            for (int c = 3; c >= 0; c--) stack[sp++] = nd->first_child + c;
-        } else {
-            for (uint32_t i = nd->begin; i < nd->end; i++) {
-                float x = t->pts[2 * (size_t)i], y = t->pts[2 * (size_t)i + 1];
-                if (x >= q[0] && x <= q[2] && y >= q[1] && y <= q[3]) {
-                    if (out) out[m] = t->index[i];
-                    m++;
-                }
-            }
-        }
-    }
-    return m;
-}
-
-grove_status grove_quadtree_query_boxes(grove_ctx *ctx, const grove_quadtree *t, const float *boxes,
-                                        size_t nq, grove_query_result *out)
-{
-    static const char fn[] = "grove_quadtree_query_boxes";
-    uint64_t *off;
-    uint32_t *ind;
-    size_t total = 0;
-    int nt;
-
-    GROVE_TRY(grove__check_ctx(ctx));
-    if (!out) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: out is NULL", fn);
-    memset(out, 0, sizeof *out);
-    if (!t) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: t is NULL", fn);
-    if (nq > 0 && !boxes)
-        return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: boxes is NULL with nq = %zu", fn, nq);
-    if (nq > SIZE_MAX / sizeof(uint64_t) - 1)
-        return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: nq = %zu is too large", fn, nq);
-    for (size_t q = 0; q < nq; q++) {
-        const float *b = boxes + 4 * q;
-        if (isnan(b[0]) || isnan(b[1]) || isnan(b[2]) || isnan(b[3]))
-            return grove__error(ctx, GROVE_ERR_INVALID_ARG,
-                                "%s: query %zu has a NaN coordinate (%.9g, %.9g, %.9g, %.9g)", fn,
-                                q, (double)b[0], (double)b[1], (double)b[2], (double)b[3]);
-    }
-    nt = grove__threads(ctx);
-    off = (uint64_t *)malloc((nq + 1) * sizeof *off);
-    if (!off)
-        return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu offsets", fn,
-                            nq + 1);
-    /* Two passes (count, then fill) keep the result in one allocation of the exact size. */
-    off[0] = 0;
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 8) if (nq > 8)
-    for (size_t q = 0; q < nq; q++) off[q + 1] = box_query(t, boxes + 4 * q, NULL);
-    for (size_t q = 0; q < nq; q++) off[q + 1] += off[q];
-    total = (size_t)off[nq];
-    if (off[nq] > SIZE_MAX / sizeof *ind) {
-        free(off);
-        return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: %llu matches do not fit in memory",
-                            fn, (unsigned long long)total);
-    }
-    ind = (uint32_t *)malloc((total ? total : 1) * sizeof *ind);
-    if (!ind) {
-        free(off);
-        return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
-                            "%s: out of memory for %zu matches (%zu bytes)", fn, total,
-                            total * sizeof *ind);
-    }
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 8) if (nq > 8)
-    for (size_t q = 0; q < nq; q++) {
-        size_t m = box_query(t, boxes + 4 * q, ind + off[q]);
-        grove__qt_sort_u32(ind + off[q], m);
-    }
-    out->num_queries = nq;
-    out->offsets = off;
-    out->indices = ind;
-    return GROVE_OK;
-}
-
-/* ---- k nearest neighbours ---- */
-
-/* Squared distance in double, as the header promises every backend computes it: each square
- * and the sum are separate roundings (no FMA contraction across statements). */
-static double dist2_point(double qx, double qy, float x, float y)
-{
-    double dx = (double)x - qx;
-    double dy = (double)y - qy;
-    double a = dx * dx;
-    double b = dy * dy;
-    return a + b;
-}
-
-/* A lower bound of dist2_point() over the node's box: rounding is monotone, so a point at least
- * as far out on each axis as the box's side rounds to at least this. */
-static double dist2_box(double qx, double qy, const grove_quadtree_node *nd)
-{
-    double dx = 0.0, dy = 0.0, a, b;
-    if (qx < (double)nd->xmin)
-        dx = (double)nd->xmin - qx;
-    else if (qx > (double)nd->xmax)
-        dx = qx - (double)nd->xmax;
-    if (qy < (double)nd->ymin)
-        dy = (double)nd->ymin - qy;
-    else if (qy > (double)nd->ymax)
-        dy = qy - (double)nd->ymax;
-    a = dx * dx;
-    b = dy * dy;
-    return a + b;
-}
-
-/* The k best so far: a max-heap by (dist2, input position). */
-typedef struct knn_heap {
-    double *d;
-    uint32_t *id;
-    size_t n, cap;
-} knn_heap;
-
-static int worse(double da, uint32_t ia, double db, uint32_t ib)
-{
-    return da > db || (da == db && ia > ib);
-}
-
-static void heap_sift_down(knn_heap *h, size_t i)
-{
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, w = i;
-        if (l < h->n && worse(h->d[l], h->id[l], h->d[w], h->id[w])) w = l;
-        if (r < h->n && worse(h->d[r], h->id[r], h->d[w], h->id[w])) w = r;
-        if (w == i) return;
-        double td = h->d[i];
-        uint32_t ti = h->id[i];
-        h->d[i] = h->d[w];
-        h->id[i] = h->id[w];
-        h->d[w] = td;
-        h->id[w] = ti;
-        i = w;
-    }
-}
-
-static void heap_offer(knn_heap *h, double d, uint32_t id)
-{
-    if (h->n < h->cap) {
-        size_t i = h->n++;
-        while (i > 0) {
-            size_t p = (i - 1) / 2;
-            if (!worse(d, id, h->d[p], h->id[p])) break;
-            h->d[i] = h->d[p];
-            h->id[i] = h->id[p];
-            i = p;
-        }
-        h->d[i] = d;
-        h->id[i] = id;
-    } else if (worse(h->d[0], h->id[0], d, id)) {
-        h->d[0] = d;
-        h->id[0] = id;
-        heap_sift_down(h, 0);
-    }
-}
-
-static void knn_one(const grove_quadtree *t, double qx, double qy, knn_heap *h)
-{
-    const grove_quadtree_node *nodes = t->nodes;
-    int32_t stack[QT_STACK];
-    double sdist[QT_STACK];
-    int sp = 0;
-    h->n = 0;
-    stack[sp] = 0;
-    sdist[sp++] = dist2_box(qx, qy, &nodes[0]);
-    while (sp > 0) {
-        const grove_quadtree_node *nd;
-        double nd_d;
-        sp--;
-        nd = &nodes[stack[sp]];
-        nd_d = sdist[sp];
-        /* Strictly greater: a node at exactly the k-th distance may hold a tie with a smaller
-         * input position, which ranks before the current k-th. */
-        if (h->n == h->cap && nd_d > h->d[0]) continue;
-        if (nd->end == nd->begin) continue;
-        if (nd->first_child >= 0) {
-            int32_t c[4];
-            double cd[4];
-            for (int j = 0; j < 4; j++) {
-                c[j] = nd->first_child + j;
-                cd[j] = dist2_box(qx, qy, &nodes[c[j]]);
-            }
-            /* push the farthest first so the nearest child is searched first */
-            for (int a = 1; a < 4; a++)
-                for (int b = a; b > 0 && cd[b - 1] < cd[b]; b--) {
-                    double td = cd[b];
-                    int32_t tc = c[b];
-                    cd[b] = cd[b - 1];
-                    c[b] = c[b - 1];
-                    cd[b - 1] = td;
-                    c[b - 1] = tc;
-                }
-            for (int j = 0; j < 4; j++) {
-                stack[sp] = c[j];
-                sdist[sp++] = cd[j];
-            }
-        } else {
-            for (uint32_t i = nd->begin; i < nd->end; i++)
-                heap_offer(h, dist2_point(qx, qy, t->pts[2 * (size_t)i], t->pts[2 * (size_t)i + 1]),
-                           t->index[i]);
-        }
-    }
-}
-
-grove_status grove_quadtree_knn(grove_ctx *ctx, const grove_quadtree *t, const float *queries,
-                                size_t nq, int k, uint32_t *indices, double *dist2)
-{
-    static const char fn[] = "grove_quadtree_knn";
-    grove_status st = GROVE_OK;
-    size_t kk, cap;
-    int nt;
-
-    GROVE_TRY(grove__check_ctx(ctx));
-    if (!t) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: t is NULL", fn);
-    if (k < 1) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: k must be >= 1, got %d", fn, k);
-    if (nq > 0 && !queries)
-        return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: queries is NULL with nq = %zu", fn,
-                            nq);
-    if (nq > 0 && !indices)
-        return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: indices is NULL with nq = %zu", fn,
-                            nq);
-    kk = (size_t)k;
-    if (nq > SIZE_MAX / sizeof(double) / kk)
-        return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: nq * k = %zu * %d is too large", fn,
-                            nq, k);
-    for (size_t q = 0; q < nq; q++) {
-        float x = queries[2 * q], y = queries[2 * q + 1];
-        if (!isfinite(x) || !isfinite(y))
-            return grove__error(ctx, GROVE_ERR_INVALID_ARG,
-                                "%s: query %zu is not finite (x=%.9g, y=%.9g)", fn, q, (double)x,
-                                (double)y);
-    }
-    cap = kk < t->n ? kk : t->n;
-    nt = grove__threads(ctx);
-#pragma omp parallel num_threads(nt) if (nq > 16)
-    {
-        knn_heap h;
-        h.cap = cap;
-        h.n = 0;
-        h.d = (double *)malloc((cap ? cap : 1) * sizeof *h.d);
-        h.id = (uint32_t *)malloc((cap ? cap : 1) * sizeof *h.id);
-        if (!h.d || !h.id) {
-#pragma omp critical(grove_qt_knn_err)
-            st = grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
-                              "%s: out of memory for a heap of %zu neighbours", fn, cap);
-        }
-#pragma omp barrier
-        if (st == GROVE_OK) {
-#pragma omp for schedule(dynamic, 16)
-            for (size_t q = 0; q < nq; q++) {
-                uint32_t *oi = indices + q * kk;
-                double *od = dist2 ? dist2 + q * kk : NULL;
-                size_t m;
-                if (cap > 0) knn_one(t, (double)queries[2 * q], (double)queries[2 * q + 1], &h);
-                /* pop the worst to the back: ascending (dist2, input position) */
-                for (m = h.n; m > 0; m--) {
-                    oi[m - 1] = h.id[0];
-                    if (od) od[m - 1] = h.d[0];
-                    h.d[0] = h.d[h.n - 1];
-                    h.id[0] = h.id[h.n - 1];
-                    h.n--;
-                    heap_sift_down(&h, 0);
-                }
-                for (m = cap; m < kk; m++) {
-                    oi[m] = UINT32_MAX;
-                    if (od) od[m] = INFINITY;
-                }
-            }
-        }
-        free(h.d);
-        free(h.id);
-    }
-    return st;
-}

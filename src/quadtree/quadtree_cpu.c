@@ -16,8 +16,8 @@
  *              run, and a split node's child ranges are the boundaries where the next digit
  *              changes, found by binary search within its run.
  *
- * On a CUDA context these run on the host too (the module's CUDA backend does not exist yet);
- * only the morton build's sort, grove_sort_pairs() on the caller's context, runs on the GPU.
+ * These are the CPU backend; the CUDA builds (quadtree_cuda.cu, quadtree_cdp.cu) give the same
+ * bytes and are tested against them.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -277,6 +277,9 @@ void grove__qt_sort_u32(uint32_t *v, size_t m)
     insertion_sort_u32(v, m);
 }
 
+/* Points whose keys one thread computes together. */
+#define KEY_BATCH 16
+
 grove_status grove__qt_build_morton_cpu(grove_ctx *ctx, const grove_points *pts,
                                         const float root[4], grove_quadtree *t)
 {
@@ -307,18 +310,39 @@ grove_status grove__qt_build_morton_cpu(grove_ctx *ctx, const grove_points *pts,
      * build's arithmetic (grove__qt_mid, grove__qt_quadrant, grove__qt_child_box), so a point
      * lands in the same child in both builds. */
 #pragma omp parallel for num_threads(nt) schedule(static) if (n > 16384)
-    for (size_t i = 0; i < n; i++) {
-        float x = pts->xyz[i * dims], y = pts->xyz[i * dims + 1];
-        float b[4] = {root[0], root[1], root[2], root[3]};
-        uint64_t key = 0;
-        for (int l = 0; l < depth; l++) {
-            float cx = grove__qt_mid(b[0], b[2]), cy = grove__qt_mid(b[1], b[3]);
-            unsigned q = grove__qt_quadrant(x, y, cx, cy);
-            key = (key << 2) | q;
-            grove__qt_child_box(b, cx, cy, q, b);
+    for (size_t i0 = 0; i0 < n; i0 += KEY_BATCH) {
+        /* KEY_BATCH points descend together: one point's levels form a chain of dependent
+         * operations, several points' chains overlap (and vectorise). The box is in arrays
+         * the compiler can keep in registers, updated with selects. */
+        size_t m = n - i0 < KEY_BATCH ? n - i0 : KEY_BATCH;
+        float x[KEY_BATCH], y[KEY_BATCH], b0[KEY_BATCH], b1[KEY_BATCH], b2[KEY_BATCH],
+            b3[KEY_BATCH];
+        uint64_t key[KEY_BATCH];
+        for (size_t j = 0; j < KEY_BATCH; j++) {
+            size_t i = i0 + (j < m ? j : 0);
+            x[j] = pts->xyz[i * dims];
+            y[j] = pts->xyz[i * dims + 1];
+            b0[j] = root[0];
+            b1[j] = root[1];
+            b2[j] = root[2];
+            b3[j] = root[3];
+            key[j] = 0;
         }
-        keys[i] = key;
-        idx[i] = (uint32_t)i;
+        for (int l = 0; l < depth; l++) {
+            for (size_t j = 0; j < KEY_BATCH; j++) {
+                float cx = grove__qt_mid(b0[j], b2[j]), cy = grove__qt_mid(b1[j], b3[j]);
+                unsigned q = grove__qt_quadrant(x[j], y[j], cx, cy);
+                key[j] = (key[j] << 2) | q;
+                b0[j] = (q & 1u) ? cx : b0[j];
+                b2[j] = (q & 1u) ? b2[j] : cx;
+                b3[j] = (q & 2u) ? cy : b3[j];
+                b1[j] = (q & 2u) ? b1[j] : cy;
+            }
+        }
+        for (size_t j = 0; j < m; j++) {
+            keys[i0 + j] = key[j];
+            idx[i0 + j] = (uint32_t)(i0 + j);
+        }
     }
     /* Stable, so equal paths keep input order. end_bit must not be 0 (that means all bits). */
     if (n > 1 && depth > 0)

@@ -14,9 +14,19 @@
 struct grove_quadtree {
     grove_quadtree_opts opts; /* as built; bbox holds the root box, use_bbox = 1 */
     size_t n, num_nodes;
-    grove_quadtree_node *nodes; /* num_nodes, breadth-first (never NULL) */
+    /* Host arrays. A tree from grove_quadtree_build_device() has none (nodes == NULL) until
+     * grove_quadtree_download(); every other tree has them. */
+    grove_quadtree_node *nodes; /* num_nodes, breadth-first */
     float *pts;                 /* 2n floats in tree order (NULL when n == 0) */
     uint32_t *index;            /* n input positions (NULL when n == 0) */
+    /* Device arrays (same layout), allocated through grove__cuda_alloc on dev_ctx, which owns
+     * them; dev_ctx is NULL when there are none. d_nodes_bytes is the size of the d_nodes
+     * allocation, which may exceed num_nodes nodes. */
+    grove_ctx *dev_ctx;
+    grove_quadtree_node *d_nodes;
+    float *d_pts;
+    uint32_t *d_index;
+    size_t d_nodes_bytes;
 };
 
 /* The split point of a box. Each product is its own statement because C may only contract

@@ -1,0 +1,623 @@
+/*
+ * quadtree_cuda.cu - the CUDA morton build of the quadtree and the device-side point check.
+ *
+ * The morton build gives the tree of the recursive build without recursion (quadtree_cpu.c has
+ * the same method on the host, and quadtree.h the definition of the tree):
+ *
+ *   1. keys     one thread per point descends max_depth levels from the root box with the
+ *               recursive build's float arithmetic (centers as grove__qt_mid, no FMA), and
+ *               writes its quadrant path, 2 bits per level, level 1 most significant: 32-bit
+ *               keys up to depth 16, 64-bit keys beyond;
+ *   2. sort     one stable radix sort of (path, input position) over the 2*max_depth key bits:
+ *               every node's points are then a contiguous run, in the order of the nodes of
+ *               each level;
+ *   3. levels   level by level from the root: mark the nodes to split (more than min_points
+ *               points, above max_depth), exclusive-scan the marks to number the split nodes
+ *               (the children of the r-th split node of a level are the 4 nodes at
+ *               level_end + 4r: breadth-first order), and find each split node's 4 child ranges
+ *               by binary search for the boundaries of the next digit inside its run. The host
+ *               reads the number of split nodes once per level to place the next one;
+ *   4. leaves   inside a leaf the points must keep input order, but the sort ordered them by
+ *               the digits below the leaf. That only matters for leaves above max_depth, which
+ *               hold at most min_points points: the level kernel that finds such a leaf sorts
+ *               its input positions in shared memory (up to 32 points); larger ones, possible
+ *               only when min_points > 32, get a segmented sort (CUB DeviceSegmentedSort) at
+ *               the end;
+ *   5. gather   the points are copied into tree order.
+ */
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cub/device/device_segmented_sort.cuh>
+#include <thrust/iterator/transform_iterator.h>
+
+#include "core_cuda.h"
+#include "../prim/prim_cuda.h"
+#include "quadtree_cuda.h"
+
+/* GROVE_CUDA_TRY for functions that clean up at `_end:` with the status in `st`. */
+#define QT_CUDA_END(call, what)                                                                   \
+    do {                                                                                           \
+        cudaError_t qt_e_ = (call);                                                                \
+        if (qt_e_ != cudaSuccess) {                                                                \
+            st = grove__cuda_status(ctx, (int)qt_e_, (what));                                      \
+            goto _end;                                                                             \
+        }                                                                                          \
+    } while (0)
+#define QT_LAUNCHED_END(what) QT_CUDA_END(cudaGetLastError(), what)
+
+namespace {
+
+typedef grove_quadtree_node Node;
+
+const int kBlock = 256;
+
+/* grove__qt_mid without contraction: both halvings and the sum round separately. */
+__device__ __forceinline__ float qt_mid(float lo, float hi)
+{
+    return __fadd_rn(__fmul_rn(0.5f, lo), __fmul_rn(0.5f, hi));
+}
+
+unsigned blocks_for(size_t n)
+{
+    size_t b = (n + kBlock - 1) / kBlock;
+    return (unsigned)(b < 1 ? 1 : (b > 65535u * 16u ? 65535u * 16u : b));
+}
+
+/* ---- 1. keys ---- */
+
+template <typename K>
+__global__ void keys_kernel(const float *__restrict__ xyz, int dims, size_t n, int depth,
+                            float r0, float r1, float r2, float r3, K *__restrict__ keys,
+                            uint32_t *__restrict__ idx)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float x = xyz[i * dims], y = xyz[i * dims + 1];
+        float b0 = r0, b1 = r1, b2 = r2, b3 = r3;
+        K key = 0;
+        for (int l = 0; l < depth; l++) {
+            float cx = qt_mid(b0, b2), cy = qt_mid(b1, b3);
+            unsigned right = x >= cx, low = y < cy;
+            key = (key << 2) | (K)(right + 2u * low);
+            /* grove__qt_child_box */
+            if (right) b0 = cx; else b2 = cx;
+            if (low) b3 = cy; else b1 = cy;
+        }
+        keys[i] = key;
+        idx[i] = (uint32_t)i;
+    }
+}
+
+/* ---- 3. levels ---- */
+
+/* Largest leaf whose input positions mark_kernel re-sorts itself (step 4). */
+const uint32_t kSmallLeaf = 32;
+
+/* The per-level kernels give each block kLevelBlock consecutive nodes of the level. Their
+ * points are one contiguous run of the sorted order (a level's nodes are in key order), which
+ * the block stages through shared memory with coalesced loads when it is at most kStageBytes
+ * long: a thread reading its own node's run would touch a different cache line in every lane.
+ * Longer runs (the few big nodes near the root) are read from global memory. */
+const int kLevelBlock = 128;
+const int kStageBytes = 24 * 1024;
+
+__device__ void insertion_sort(uint32_t *v, uint32_t size)
+{
+    for (uint32_t j = 1; j < size; j++) {
+        uint32_t x = v[j], k = j;
+        while (k > 0 && v[k - 1] > x) {
+            v[k] = v[k - 1];
+            k--;
+        }
+        v[k] = x;
+    }
+}
+
+/* Marks the level's nodes to split; a leaf above max_depth with at most kSmallLeaf points gets
+ * its input positions sorted here. */
+__global__ void __launch_bounds__(kLevelBlock)
+    mark_kernel(const Node *__restrict__ lvl, uint32_t m, int max_depth, int min_points,
+                uint32_t *__restrict__ flags, uint32_t *__restrict__ idx)
+{
+    const uint32_t cap = kStageBytes / sizeof(uint32_t);
+    __shared__ uint32_t sh[kStageBytes / sizeof(uint32_t)];
+    __shared__ uint32_t span[2];
+    uint32_t i0 = blockIdx.x * kLevelBlock, i = i0 + threadIdx.x;
+    uint32_t last = min(m, i0 + kLevelBlock) - 1;
+    Node nd;
+    bool fix = false;
+    if (i < m) {
+        uint32_t size;
+        bool split;
+        nd = lvl[i];
+        size = nd.end - nd.begin;
+        split = nd.level < max_depth && (int64_t)size > (int64_t)min_points;
+        flags[i] = split;
+        fix = !split && nd.level < max_depth && size > 1 && size <= kSmallLeaf;
+        if (i == i0) span[0] = nd.begin;
+        if (i == last) span[1] = nd.end;
+    }
+    if (!__syncthreads_or(fix)) return;
+    uint32_t sb = span[0], len = span[1] - span[0];
+    if (len <= cap) {
+        for (uint32_t j = threadIdx.x; j < len; j += kLevelBlock) sh[j] = idx[sb + j];
+        __syncthreads();
+        if (fix) insertion_sort(sh + (nd.begin - sb), nd.end - nd.begin);
+        __syncthreads();
+        for (uint32_t j = threadIdx.x; j < len; j += kLevelBlock) idx[sb + j] = sh[j];
+    } else if (fix) {
+        uint32_t v[kSmallLeaf], size = nd.end - nd.begin;
+        for (uint32_t j = 0; j < size; j++) v[j] = idx[nd.begin + j];
+        insertion_sort(v, size);
+        for (uint32_t j = 0; j < size; j++) idx[nd.begin + j] = v[j];
+    }
+}
+
+template <typename K>
+__device__ uint32_t digit_lower_bound(const K *keys, uint32_t b, uint32_t e, int shift,
+                                      unsigned d)
+{
+    while (b < e) {
+        uint32_t mid = b + (e - b) / 2;
+        if ((unsigned)((keys[mid] >> shift) & 3u) < d)
+            b = mid + 1;
+        else
+            e = mid;
+    }
+    return b;
+}
+
+/* The level's nodes are nodes[lb, lb + m); split node i gets children at le + 4 * rank[i]. The
+ * children of a block's split nodes are consecutive, so they are assembled in shared memory and
+ * written out together. */
+template <typename K>
+__global__ void __launch_bounds__(kLevelBlock)
+    children_kernel(Node *__restrict__ nodes, uint32_t lb, uint32_t m, uint32_t le,
+                    const uint32_t *__restrict__ flags, const uint32_t *__restrict__ rank,
+                    const K *__restrict__ keys, int depth)
+{
+    const uint32_t cap = kStageBytes / sizeof(K);
+    __shared__ K sh[kStageBytes / sizeof(K)];
+    __shared__ Node kids[4 * kLevelBlock];
+    __shared__ uint32_t span[2], rk[2];
+    uint32_t i0 = blockIdx.x * kLevelBlock, i = i0 + threadIdx.x;
+    uint32_t last = min(m, i0 + kLevelBlock) - 1;
+    bool split = false;
+    Node p;
+    if (i < m) {
+        split = flags[i] != 0;
+        p = nodes[lb + i];
+        if (i == i0) {
+            span[0] = p.begin;
+            rk[0] = rank[i];
+        }
+        if (i == last) {
+            span[1] = p.end;
+            rk[1] = rank[i] + (split ? 1u : 0u);
+        }
+    }
+    if (!__syncthreads_or(split)) return;
+    uint32_t sb = span[0], len = span[1] - span[0];
+    bool staged = len <= cap;
+    if (staged) {
+        for (uint32_t j = threadIdx.x; j < len; j += kLevelBlock) sh[j] = keys[sb + j];
+        __syncthreads();
+    }
+    if (split) {
+        int shift = 2 * (depth - 1 - p.level); /* the digit of level p.level + 1 */
+        uint32_t r = rank[i], bounds[5];
+        float cx = qt_mid(p.xmin, p.xmax), cy = qt_mid(p.ymin, p.ymax);
+        nodes[lb + i].first_child = (int32_t)(le + 4 * r);
+        bounds[0] = p.begin;
+        bounds[4] = p.end;
+        for (unsigned d = 1; d < 4; d++)
+            bounds[d] = staged ? sb + digit_lower_bound(sh, bounds[d - 1] - sb, p.end - sb,
+                                                        shift, d)
+                               : digit_lower_bound(keys, bounds[d - 1], p.end, shift, d);
+        for (unsigned q = 0; q < 4; q++) {
+            Node c;
+            c.xmin = (q & 1u) ? cx : p.xmin;
+            c.xmax = (q & 1u) ? p.xmax : cx;
+            c.ymin = (q & 2u) ? p.ymin : cy;
+            c.ymax = (q & 2u) ? cy : p.ymax;
+            c.level = p.level + 1;
+            c.first_child = -1;
+            c.begin = bounds[q];
+            c.end = bounds[q + 1];
+            kids[4 * (r - rk[0]) + q] = c;
+        }
+    }
+    __syncthreads();
+    {
+        const uint32_t *src = (const uint32_t *)kids;
+        uint32_t *dst = (uint32_t *)(nodes + le + 4 * (size_t)rk[0]);
+        uint32_t words = 4 * (rk[1] - rk[0]) * (uint32_t)(sizeof(Node) / 4);
+        for (uint32_t j = threadIdx.x; j < words; j += kLevelBlock) dst[j] = src[j];
+    }
+}
+
+/* ---- 4. leaves: the segments to re-sort (empty for every other node) ---- */
+
+/* The leaves mark_kernel left: above max_depth with more than kSmallLeaf points (possible only
+ * when min_points > kSmallLeaf). */
+__host__ __device__ inline bool big_leaf(const Node &nd, int depth)
+{
+    return nd.first_child < 0 && nd.level < depth && nd.end - nd.begin > kSmallLeaf;
+}
+struct FixBegin {
+    int depth;
+    __host__ __device__ uint32_t operator()(const Node &nd) const
+    {
+        return big_leaf(nd, depth) ? nd.begin : 0u;
+    }
+};
+struct FixEnd {
+    int depth;
+    __host__ __device__ uint32_t operator()(const Node &nd) const
+    {
+        return big_leaf(nd, depth) ? nd.end : 0u;
+    }
+};
+
+/* ---- 5. gather ---- */
+
+template <int DIMS>
+__global__ void gather_kernel(const float *__restrict__ xyz, size_t n,
+                              const uint32_t *__restrict__ idx, float2 *__restrict__ out)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t a = idx[i];
+        if (DIMS == 2) /* one 8-byte load: a gather is one random access per point */
+            out[i] = reinterpret_cast<const float2 *>(xyz)[a];
+        else
+            out[i] = make_float2(xyz[a * (DIMS < 0 ? -DIMS : DIMS)], xyz[a * (DIMS < 0 ? -DIMS : DIMS) + 1]);
+    }
+}
+
+/* ---- point check ---- */
+
+/* One pass over the points: the smallest index of a bad point (a non-finite x or y, or one
+ * outside the given box) and the bounding box of the points, per block; the host combines the
+ * kCheckBlocks partial results. Min and max do not depend on the order they are taken in, but
+ * for the sign of zero, which the host normalises. */
+const int kCheckBlocks = 1024;
+
+struct CheckPart {
+    unsigned long long bad;
+    float lo_x, lo_y, hi_x, hi_y;
+};
+
+__global__ void __launch_bounds__(kBlock)
+    check_kernel(const float *__restrict__ xyz, int dims, size_t n, int use_box, float b0,
+                 float b1, float b2, float b3, CheckPart *__restrict__ parts)
+{
+    __shared__ CheckPart sh[kBlock / 32];
+    CheckPart c = {~0ull, INFINITY, INFINITY, -INFINITY, -INFINITY};
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float x = xyz[i * dims], y = xyz[i * dims + 1];
+        bool ok = isfinite(x) && isfinite(y);
+        if (ok && use_box) ok = !(x < b0 || x > b2 || y < b1 || y > b3);
+        if (!ok) {
+            if (c.bad == ~0ull) c.bad = i; /* the thread's indices grow */
+        } else {
+            c.lo_x = fminf(c.lo_x, x);
+            c.lo_y = fminf(c.lo_y, y);
+            c.hi_x = fmaxf(c.hi_x, x);
+            c.hi_y = fmaxf(c.hi_y, y);
+        }
+    }
+    for (int o = 16; o > 0; o /= 2) {
+        c.bad = min(c.bad, __shfl_down_sync(0xffffffffu, c.bad, o));
+        c.lo_x = fminf(c.lo_x, __shfl_down_sync(0xffffffffu, c.lo_x, o));
+        c.lo_y = fminf(c.lo_y, __shfl_down_sync(0xffffffffu, c.lo_y, o));
+        c.hi_x = fmaxf(c.hi_x, __shfl_down_sync(0xffffffffu, c.hi_x, o));
+        c.hi_y = fmaxf(c.hi_y, __shfl_down_sync(0xffffffffu, c.hi_y, o));
+    }
+    if ((threadIdx.x & 31) == 0) sh[threadIdx.x / 32] = c;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < kBlock / 32; w++) {
+            c.bad = min(c.bad, sh[w].bad);
+            c.lo_x = fminf(c.lo_x, sh[w].lo_x);
+            c.lo_y = fminf(c.lo_y, sh[w].lo_y);
+            c.hi_x = fmaxf(c.hi_x, sh[w].hi_x);
+            c.hi_y = fmaxf(c.hi_y, sh[w].hi_y);
+        }
+        parts[blockIdx.x] = c;
+    }
+}
+
+/* Device buffers of one build, freed together. */
+struct Buffers {
+    grove_ctx *ctx;
+    void *stream;
+    void *p[16];
+    size_t bytes[16];
+    int count;
+
+    grove_status alloc(void **out, size_t b, const char *what)
+    {
+        grove_status st;
+        if (count == 16)
+            return grove__error(ctx, GROVE_ERR_INTERNAL, "quadtree: too many device buffers");
+        st = grove__cuda_alloc(ctx, out, b, stream, what);
+        if (st == GROVE_OK && *out) {
+            p[count] = *out;
+            bytes[count++] = b;
+        }
+        return st;
+    }
+    /* Frees one buffer early (and forgets it). */
+    void release(void *q)
+    {
+        for (int i = 0; i < count; i++)
+            if (p[i] == q) {
+                grove__cuda_free(ctx, p[i], bytes[i], stream);
+                p[i] = p[count - 1];
+                bytes[i] = bytes[count - 1];
+                count--;
+                return;
+            }
+    }
+    /* Stops tracking a buffer the tree now owns. */
+    void keep(void *q)
+    {
+        for (int i = 0; i < count; i++)
+            if (p[i] == q) {
+                p[i] = p[count - 1];
+                bytes[i] = bytes[count - 1];
+                count--;
+                return;
+            }
+    }
+    void free_all()
+    {
+        while (count > 0) {
+            count--;
+            grove__cuda_free(ctx, p[count], bytes[count], stream);
+        }
+    }
+};
+
+/* Grows the scratch buffer *t (of *cap bytes) to at least `need` bytes. */
+grove_status ensure(Buffers &buf, void **t, size_t *cap, size_t need, const char *what)
+{
+    if (need <= *cap) return GROVE_OK;
+    buf.release(*t);
+    *t = NULL;
+    *cap = 0;
+    GROVE_TRY(buf.alloc(t, need, what));
+    *cap = need;
+    return GROVE_OK;
+}
+
+template <typename K>
+grove_status build_morton(grove_ctx *ctx, const float *d_xyz, int dims, const float root[4],
+                          grove_quadtree *t)
+{
+    const grove_quadtree_opts *o = &t->opts;
+    const int depth = o->max_depth;
+    const size_t n = t->n;
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    grove_dtype kt = sizeof(K) == 4 ? GROVE_U32 : GROVE_U64;
+    grove_status st = GROVE_OK;
+    Buffers buf = {ctx, ctx->stream, {0}, {0}, 0};
+    K *keys_a = NULL, *keys_b = NULL;
+    uint32_t *idx_a = NULL, *idx_b = NULL, *flags = NULL, *rank = NULL;
+    float *pts = NULL;
+    Node *nodes = NULL;
+    void *temp = NULL;
+    size_t temp_cap = 0, need = 0, flags_cap = 0, node_cap, lb = 0, le = 1;
+    Node root_node;
+
+    root_node.xmin = root[0];
+    root_node.ymin = root[1];
+    root_node.xmax = root[2];
+    root_node.ymax = root[3];
+    root_node.level = 0;
+    root_node.first_child = -1;
+    root_node.begin = 0;
+    root_node.end = (uint32_t)n;
+    /* A first guess that fits most inputs; the level loop grows it when needed. */
+    node_cap = 64 + (n / ((size_t)o->min_points + 1)) * 2;
+    if (node_cap > (size_t)INT32_MAX) node_cap = (size_t)INT32_MAX;
+    GROVE_TRY_END(st, buf.alloc((void **)&nodes, node_cap * sizeof(Node), "the quadtree nodes"));
+    GROVE_TRY_END(st, grove__cuda_h2d(ctx, nodes, &root_node, sizeof root_node, s));
+
+    if (n > 0) {
+        GROVE_TRY_END(st, buf.alloc((void **)&keys_a, n * sizeof(K), "the quadtree keys"));
+        GROVE_TRY_END(st, buf.alloc((void **)&keys_b, n * sizeof(K), "the sorted quadtree keys"));
+        GROVE_TRY_END(st, buf.alloc((void **)&idx_a, n * sizeof(uint32_t), "the point order"));
+        GROVE_TRY_END(st, buf.alloc((void **)&idx_b, n * sizeof(uint32_t), "the point order"));
+        keys_kernel<K><<<blocks_for(n), kBlock, 0, s>>>(d_xyz, dims, n, depth, root[0], root[1],
+                                                       root[2], root[3], keys_a, idx_a);
+        QT_LAUNCHED_END("quadtree keys kernel");
+        /* end_bit must not be 0 (that means every bit); with depth 0 there is nothing to sort */
+        if (depth > 0 && n > 1) {
+            GROVE_TRY_END(st, grove__cuda_sort(ctx, NULL, &need, kt, keys_a, keys_b, 4, idx_a,
+                                               idx_b, n, 0, 2 * depth, s));
+            GROVE_TRY_END(st, ensure(buf, &temp, &temp_cap, need, "sort temporary storage"));
+            GROVE_TRY_END(st, grove__cuda_sort(ctx, temp, &need, kt, keys_a, keys_b, 4, idx_a,
+                                               idx_b, n, 0, 2 * depth, s));
+        } else {
+            K *tk = keys_a;
+            uint32_t *ti = idx_a;
+            keys_a = keys_b;
+            keys_b = tk;
+            idx_a = idx_b;
+            idx_b = ti;
+        }
+        /* sorted: keys_b, idx_b */
+    }
+
+    {
+        uint32_t host[2];
+        for (;;) {
+            size_t m = le - lb, nsplit;
+            if (m > flags_cap) {
+                size_t cap = m * 2;
+                buf.release(flags);
+                buf.release(rank);
+                flags = rank = NULL;
+                flags_cap = 0;
+                GROVE_TRY_END(st, buf.alloc((void **)&flags, cap * sizeof(uint32_t),
+                                            "the quadtree level marks"));
+                GROVE_TRY_END(st, buf.alloc((void **)&rank, cap * sizeof(uint32_t),
+                                            "the quadtree level ranks"));
+                flags_cap = cap;
+            }
+            mark_kernel<<<(unsigned)((m + kLevelBlock - 1) / kLevelBlock), kLevelBlock, 0, s>>>(
+                nodes + lb, (uint32_t)m, depth, o->min_points, flags, idx_b);
+            QT_LAUNCHED_END("quadtree mark kernel");
+            GROVE_TRY_END(st, grove__cuda_scan(ctx, NULL, &need, GROVE_U32, GROVE_OP_SUM,
+                                               GROVE_SCAN_EXCLUSIVE, flags, rank, m, s));
+            GROVE_TRY_END(st, ensure(buf, &temp, &temp_cap, need, "scan temporary storage"));
+            GROVE_TRY_END(st, grove__cuda_scan(ctx, temp, &need, GROVE_U32, GROVE_OP_SUM,
+                                               GROVE_SCAN_EXCLUSIVE, flags, rank, m, s));
+            GROVE_TRY_END(st, grove__cuda_d2h(ctx, &host[0], rank + m - 1, 4, s));
+            GROVE_TRY_END(st, grove__cuda_d2h(ctx, &host[1], flags + m - 1, 4, s));
+            GROVE_TRY_END(st, grove__cuda_sync(ctx, s, "building the quadtree levels"));
+            nsplit = (size_t)host[0] + host[1];
+            if (nsplit == 0) break;
+            if (le + 4 * nsplit > (size_t)INT32_MAX) {
+                int level;
+                GROVE_TRY_END(st, grove__cuda_d2h(ctx, &level, &nodes[lb].level, 4, s));
+                GROVE_TRY_END(st, grove__cuda_sync(ctx, s, "building the quadtree levels"));
+                st = grove__error(ctx, GROVE_ERR_LIMIT,
+                                  "quadtree: the tree would have more than %d nodes (level %d); "
+                                  "raise min_points or lower max_depth",
+                                  INT32_MAX, level + 1);
+                goto _end;
+            }
+            if (le + 4 * nsplit > node_cap) {
+                size_t cap = node_cap;
+                Node *grown = NULL;
+                while (cap < le + 4 * nsplit) cap *= 2;
+                if (cap > (size_t)INT32_MAX) cap = (size_t)INT32_MAX;
+                GROVE_TRY_END(st, buf.alloc((void **)&grown, cap * sizeof(Node),
+                                            "the quadtree nodes"));
+                QT_CUDA_END(cudaMemcpyAsync(grown, nodes, le * sizeof(Node),
+                                                    cudaMemcpyDeviceToDevice, s),
+                               "growing the quadtree node array");
+                buf.release(nodes);
+                nodes = grown;
+                node_cap = cap;
+            }
+            children_kernel<K><<<(unsigned)((m + kLevelBlock - 1) / kLevelBlock), kLevelBlock, 0, s>>>(
+                nodes, (uint32_t)lb, (uint32_t)m, (uint32_t)le, flags, rank, keys_b, depth);
+            QT_LAUNCHED_END("quadtree children kernel");
+            lb = le;
+            le += 4 * nsplit;
+        }
+    }
+
+    if (n > 0) {
+        /* 4. The small leaves are done (mark_kernel); the big ones need a segmented sort out of
+         * place: idx_a = idx_b, then their segments sorted from idx_b into idx_a. */
+        if ((uint32_t)o->min_points <= kSmallLeaf) {
+            uint32_t *ti = idx_a;
+            idx_a = idx_b;
+            idx_b = ti;
+        } else {
+            thrust::transform_iterator<FixBegin, const Node *> fb(nodes, FixBegin{depth});
+            thrust::transform_iterator<FixEnd, const Node *> fe(nodes, FixEnd{depth});
+            QT_CUDA_END(cudaMemcpyAsync(idx_a, idx_b, n * sizeof(uint32_t),
+                                        cudaMemcpyDeviceToDevice, s),
+                        "copying the quadtree point order");
+            QT_CUDA_END(cub::DeviceSegmentedSort::SortKeys(NULL, need, idx_b, idx_a, (int64_t)n,
+                                                           (int64_t)le, fb, fe, s),
+                        "quadtree leaf sort (sizing)");
+            GROVE_TRY_END(st, ensure(buf, &temp, &temp_cap, need, "leaf sort temporary storage"));
+            QT_CUDA_END(cub::DeviceSegmentedSort::SortKeys(temp, need, idx_b, idx_a, (int64_t)n,
+                                                           (int64_t)le, fb, fe, s),
+                        "quadtree leaf sort");
+        }
+        /* 5. */
+        buf.release(keys_a);
+        buf.release(keys_b);
+        keys_a = keys_b = NULL;
+        GROVE_TRY_END(st, buf.alloc((void **)&pts, 2 * n * sizeof(float), "the tree's points"));
+        /* The 8-byte loads need 8-byte aligned points (cudaMalloc gives 256). */
+        if (dims == 2 && ((uintptr_t)d_xyz & 7u) == 0)
+            gather_kernel<2><<<blocks_for(n), kBlock, 0, s>>>(d_xyz, n, idx_a, (float2 *)pts);
+        else if (dims == 2)
+            gather_kernel<-2><<<blocks_for(n), kBlock, 0, s>>>(d_xyz, n, idx_a, (float2 *)pts);
+        else
+            gather_kernel<3><<<blocks_for(n), kBlock, 0, s>>>(d_xyz, n, idx_a, (float2 *)pts);
+        QT_LAUNCHED_END("quadtree gather kernel");
+    }
+    GROVE_TRY_END(st, grove__cuda_sync(ctx, s, "building the quadtree"));
+
+    buf.keep(nodes);
+    buf.keep(pts);
+    buf.keep(idx_a);
+    t->d_nodes = nodes;
+    t->d_nodes_bytes = node_cap * sizeof(Node);
+    t->d_pts = pts;
+    t->d_index = idx_a;
+    t->num_nodes = le;
+    t->dev_ctx = ctx;
+_end:
+    buf.free_all();
+    return st;
+}
+
+} /* namespace */
+
+extern "C" grove_status grove__qt_build_morton_cuda(grove_ctx *ctx, const float *d_xyz, int dims,
+                                                    const float root[4], grove_quadtree *t)
+{
+    if (t->opts.max_depth <= 16) return build_morton<uint32_t>(ctx, d_xyz, dims, root, t);
+    return build_morton<uint64_t>(ctx, d_xyz, dims, root, t);
+}
+
+extern "C" grove_status grove__qt_check_points_cuda(grove_ctx *ctx, const float *d_xyz, size_t n,
+                                                    int dims, const float *box, float root[4],
+                                                    size_t *bad, float bad_xy[2])
+{
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    grove_status st = GROVE_OK;
+    Buffers buf = {ctx, ctx->stream, {0}, {0}, 0};
+    CheckPart *d_parts = NULL, *h_parts = NULL, c = {~0ull, INFINITY, INFINITY, -INFINITY,
+                                                      -INFINITY};
+    unsigned blocks = blocks_for(n) < (unsigned)kCheckBlocks ? blocks_for(n) : kCheckBlocks;
+
+    *bad = SIZE_MAX;
+    h_parts = (CheckPart *)malloc(blocks * sizeof *h_parts);
+    if (!h_parts) return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "quadtree: out of memory");
+    GROVE_TRY_END(st, buf.alloc((void **)&d_parts, blocks * sizeof *d_parts, "the point check"));
+    check_kernel<<<blocks, kBlock, 0, s>>>(d_xyz, dims, n, box != NULL, box ? box[0] : 0.0f,
+                                           box ? box[1] : 0.0f, box ? box[2] : 0.0f,
+                                           box ? box[3] : 0.0f, d_parts);
+    QT_LAUNCHED_END("quadtree point check kernel");
+    GROVE_TRY_END(st, grove__cuda_d2h(ctx, h_parts, d_parts, blocks * sizeof *h_parts, s));
+    GROVE_TRY_END(st, grove__cuda_sync(ctx, s, "checking the quadtree points"));
+    for (unsigned b = 0; b < blocks; b++) {
+        c.bad = h_parts[b].bad < c.bad ? h_parts[b].bad : c.bad;
+        c.lo_x = fminf(c.lo_x, h_parts[b].lo_x);
+        c.lo_y = fminf(c.lo_y, h_parts[b].lo_y);
+        c.hi_x = fmaxf(c.hi_x, h_parts[b].hi_x);
+        c.hi_y = fmaxf(c.hi_y, h_parts[b].hi_y);
+    }
+    if (c.bad != ~0ull) {
+        *bad = (size_t)c.bad;
+        GROVE_TRY_END(st, grove__cuda_d2h(ctx, bad_xy, d_xyz + c.bad * dims, 2 * sizeof(float), s));
+        GROVE_TRY_END(st, grove__cuda_sync(ctx, s, "checking the quadtree points"));
+    } else if (!box) {
+        /* + 0.0f: as on the host, -0 becomes +0 whichever zero the reduction kept */
+        root[0] = c.lo_x + 0.0f;
+        root[1] = c.lo_y + 0.0f;
+        root[2] = c.hi_x + 0.0f;
+        root[3] = c.hi_y + 0.0f;
+    }
+_end:
+    buf.free_all();
+    free(h_parts);
+    return st;
+}
