@@ -27,6 +27,7 @@
 #include <cuda_runtime.h>
 #endif
 #include "testutil.h"
+#include "qt_testdata.h"
 
 static grove_ctx *g_ctx; /* the backend under test */
 static grove_ctx *g_cpu; /* CPU reference in --backend cuda mode, else NULL */
@@ -54,103 +55,6 @@ static int g_only_morton;
     } while (0)
 
 /* ---- data sets ---- */
-
-static grove_points pts_new(size_t n, int dims)
-{
-    grove_points p;
-    p.n = n;
-    p.dims = dims;
-    p.xyz = n ? (float *)tu_malloc(n * (size_t)dims * sizeof(float)) : NULL;
-    return p;
-}
-
-static void pts_set(grove_points *p, size_t i, float x, float y)
-{
-    p->xyz[i * (size_t)p->dims] = x;
-    p->xyz[i * (size_t)p->dims + 1] = y;
-    if (p->dims == 3) p->xyz[i * 3 + 2] = (float)i; /* ignored by the tree */
-}
-
-static grove_points gen_uniform(tu_rng *r, size_t n, int dims, float lo, float hi)
-{
-    grove_points p = pts_new(n, dims);
-    for (size_t i = 0; i < n; i++) pts_set(&p, i, tu_f32(r, lo, hi), tu_f32(r, lo, hi));
-    return p;
-}
-
-static double gauss(tu_rng *r)
-{
-    double u = ((double)(tu_next(r) >> 11) + 0.5) / 9007199254740992.0;
-    double v = (double)(tu_next(r) >> 11) / 9007199254740992.0;
-    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
-}
-
-static grove_points gen_clusters(tu_rng *r, size_t n)
-{
-    grove_points p = pts_new(n, 2);
-    float cx[6], cy[6], s[6];
-    for (int c = 0; c < 6; c++) {
-        cx[c] = tu_f32(r, -100.0f, 100.0f);
-        cy[c] = tu_f32(r, -100.0f, 100.0f);
-        s[c] = c == 0 ? 1e-4f : tu_f32(r, 0.01f, 3.0f);
-    }
-    for (size_t i = 0; i < n; i++) {
-        int c = (int)(tu_u32(r) % 6);
-        pts_set(&p, i, cx[c] + s[c] * (float)gauss(r), cy[c] + s[c] * (float)gauss(r));
-    }
-    return p;
-}
-
-/* many copies of `distinct` points, in random order */
-static grove_points gen_dups(tu_rng *r, size_t n, int distinct)
-{
-    grove_points p = pts_new(n, 2);
-    float x[16], y[16];
-    for (int c = 0; c < distinct; c++) {
-        x[c] = tu_f32(r, -5.0f, 5.0f);
-        y[c] = tu_f32(r, -5.0f, 5.0f);
-    }
-    for (size_t i = 0; i < n; i++) {
-        int c = (int)(tu_u32(r) % (uint32_t)distinct);
-        pts_set(&p, i, x[c], y[c]);
-    }
-    return p;
-}
-
-static grove_points gen_equal(size_t n, float x, float y)
-{
-    grove_points p = pts_new(n, 2);
-    for (size_t i = 0; i < n; i++) pts_set(&p, i, x, y);
-    return p;
-}
-
-/* kind 0: x = const; kind 1: y = x */
-static grove_points gen_line(tu_rng *r, size_t n, int kind)
-{
-    grove_points p = pts_new(n, 2);
-    for (size_t i = 0; i < n; i++) {
-        float v = tu_f32(r, -50.0f, 50.0f);
-        pts_set(&p, i, kind == 0 ? 3.25f : v, v);
-    }
-    return p;
-}
-
-/* +-1e30 mixed with tiny values (normal, subnormal, signed zeros) */
-static grove_points gen_extreme(tu_rng *r, size_t n)
-{
-    static const float special[] = {1e30f, -1e30f, 1e-30f,  -1e-30f, 1e-40f, -1e-45f,
-                                    0.0f,  -0.0f,  FLT_MIN, 3e38f,   -3e38f, 1.0f};
-    grove_points p = pts_new(n, 2);
-    for (size_t i = 0; i < n; i++) {
-        float v[2];
-        for (int d = 0; d < 2; d++) {
-            uint32_t k = tu_u32(r) % 16;
-            v[d] = k < 12 ? special[k] : tu_f32(r, -1.0f, 1.0f) * (k == 12 ? 1e30f : 1e-30f);
-        }
-        pts_set(&p, i, v[0], v[1]);
-    }
-    return p;
-}
 
 /* Uniform in [lo, hi], computed in double so that spans beyond FLT_MAX do not overflow. */
 static float rnd_between(tu_rng *r, float lo, float hi)

@@ -62,22 +62,20 @@ static grove_status check_opts(grove_ctx *ctx, const char *fn, const grove_quadt
 static grove_status check_points(grove_ctx *ctx, const char *fn, const grove_points *pts,
                                  const grove_quadtree_opts *o, float root[4])
 {
-    size_t dims = (size_t)pts->dims;
+    size_t dims = (size_t)pts->dims, n = pts->n, bad = SIZE_MAX;
     float lo_x = INFINITY, lo_y = INFINITY, hi_x = -INFINITY, hi_y = -INFINITY;
     const float *b = o->bbox;
-    for (size_t i = 0; i < pts->n; i++) {
+    const int use_box = o->use_bbox;
+    int nt = grove__threads(ctx);
+    /* In parallel: the first bad index is the smallest one, whichever thread finds it. */
+#pragma omp parallel for num_threads(nt) schedule(static) if (n > 65536) \
+    reduction(min : bad, lo_x, lo_y) reduction(max : hi_x, hi_y)
+    for (size_t i = 0; i < n; i++) {
         float x = pts->xyz[i * dims], y = pts->xyz[i * dims + 1];
-        if (!isfinite(x) || !isfinite(y))
-            return grove__error(ctx, GROVE_ERR_BAD_INPUT,
-                                "%s: point %zu has a non-finite coordinate (x=%.9g, y=%.9g)", fn, i,
-                                (double)x, (double)y);
-        if (o->use_bbox) {
-            if (x < b[0] || x > b[2] || y < b[1] || y > b[3])
-                return grove__error(ctx, GROVE_ERR_BAD_INPUT,
-                                    "%s: point %zu (x=%.9g, y=%.9g) lies outside opts->bbox "
-                                    "(%.9g, %.9g, %.9g, %.9g)",
-                                    fn, i, (double)x, (double)y, (double)b[0], (double)b[1],
-                                    (double)b[2], (double)b[3]);
+        int ok = isfinite(x) && isfinite(y);
+        if (ok && use_box) ok = !(x < b[0] || x > b[2] || y < b[1] || y > b[3]);
+        if (!ok) {
+            bad = i < bad ? i : bad;
         } else {
             lo_x = x < lo_x ? x : lo_x;
             lo_y = y < lo_y ? y : lo_y;
@@ -85,9 +83,21 @@ static grove_status check_points(grove_ctx *ctx, const char *fn, const grove_poi
             hi_y = y > hi_y ? y : hi_y;
         }
     }
-    if (o->use_bbox) {
+    if (bad != SIZE_MAX) {
+        float x = pts->xyz[bad * dims], y = pts->xyz[bad * dims + 1];
+        if (!isfinite(x) || !isfinite(y))
+            return grove__error(ctx, GROVE_ERR_BAD_INPUT,
+                                "%s: point %zu has a non-finite coordinate (x=%.9g, y=%.9g)", fn,
+                                bad, (double)x, (double)y);
+        return grove__error(ctx, GROVE_ERR_BAD_INPUT,
+                            "%s: point %zu (x=%.9g, y=%.9g) lies outside opts->bbox (%.9g, %.9g, "
+                            "%.9g, %.9g)",
+                            fn, bad, (double)x, (double)y, (double)b[0], (double)b[1],
+                            (double)b[2], (double)b[3]);
+    }
+    if (use_box) {
         memcpy(root, b, 4 * sizeof(float));
-    } else if (pts->n == 0) {
+    } else if (n == 0) {
         root[0] = root[1] = root[2] = root[3] = 0.0f;
     } else {
         /* + 0.0f turns -0 into +0: which zero a min/max keeps depends on the order of the
@@ -254,6 +264,20 @@ grove_status grove_quadtree_build_device(grove_ctx *ctx, const float *d_xyz, siz
 #endif
 }
 
+#ifdef GROVE_HAVE_CUDA
+static void prefault(void *p, size_t bytes, int nt)
+{
+    const size_t chunk = (size_t)1 << 20;
+    size_t nchunks = (bytes + chunk - 1) / chunk;
+    if (!p) return;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nchunks > 4)
+    for (size_t c = 0; c < nchunks; c++) {
+        size_t off = c * chunk, len = bytes - off < chunk ? bytes - off : chunk;
+        memset((char *)p + off, 0, len);
+    }
+}
+#endif
+
 grove_status grove_quadtree_download(grove_ctx *ctx, grove_quadtree *t)
 {
     static const char fn[] = "grove_quadtree_download";
@@ -281,6 +305,11 @@ grove_status grove_quadtree_download(grove_ctx *ctx, grove_quadtree *t)
                               t->num_nodes, t->n);
             goto _end;
         }
+        /* Touch the new pages on all threads first: faulting them in one at a time inside the
+         * copies costs more than the copies themselves on large trees. */
+        prefault(nodes, t->num_nodes * sizeof *nodes, grove__threads(ctx));
+        prefault(pts, 2 * t->n * sizeof *pts, grove__threads(ctx));
+        prefault(index, t->n * sizeof *index, grove__threads(ctx));
         GROVE_TRY_END(st, grove__cuda_d2h(ctx, nodes, t->d_nodes, t->num_nodes * sizeof *nodes,
                                           ctx->stream));
         if (t->n > 0) {
