@@ -35,14 +35,6 @@ static struct {
 static const char *const TYPE_NAME[] = {"u32", "u64", "f32"};
 static const char *const OP_NAME[] = {"sum", "max", "min"};
 
-/* Reports a failed case once, with enough context to reproduce it. */
-#define FAIL(...)                                                                                  \
-    do {                                                                                           \
-        fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                       \
-        fprintf(stderr, __VA_ARGS__);                                                              \
-        fputc('\n', stderr);                                                                       \
-        tu_failures++;                                                                             \
-    } while (0)
 
 /* Runs `call` on ctx, expecting GROVE_OK; evaluates to 1 on success. */
 static int ok_call(grove_ctx *ctx, grove_status s, const char *what)

@@ -35,13 +35,6 @@ extern "C" void grove__qt_recursive_stats(unsigned long long out[16]);
 
 static grove_ctx *g_gpu, *g_cpu;
 
-#define FAIL(...)                                                                                  \
-    do {                                                                                           \
-        fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                            \
-        fprintf(stderr, __VA_ARGS__);                                                              \
-        fputc('\n', stderr);                                                                       \
-        tu_failures++;                                                                             \
-    } while (0)
 
 /* ---- data ---- */
 

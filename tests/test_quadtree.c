@@ -36,13 +36,6 @@ static grove_ctx *g_one; /* CPU context with one thread (results must not depend
  * support the dynamic parallelism of the CUDA recursive build) */
 static int g_only_morton;
 
-#define FAIL(...)                                                                                  \
-    do {                                                                                           \
-        fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                            \
-        fprintf(stderr, __VA_ARGS__);                                                              \
-        fputc('\n', stderr);                                                                       \
-        tu_failures++;                                                                             \
-    } while (0)
 
 /* Exact status and exact last-error message. */
 #define CHECK_ERR(ctx, expr, want, ...)                                                            \

@@ -17,6 +17,15 @@
 
 static int tu_failures = 0;
 
+/* Records a failure with a formatted message. */
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                            \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fputc('\n', stderr);                                                                       \
+        tu_failures++;                                                                             \
+    } while (0)
+
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
         if (!(cond)) {                                                                             \

@@ -791,6 +791,14 @@ grove_status grove_sort_pairs_device(grove_ctx *ctx, void *d_temp, size_t *temp_
     GROVE_TRY(device_entry(ctx, __func__, 1, d_temp, temp_bytes, &stream, &mode));
     GROVE_TRY(check_sort(ctx, __func__, mode, key_type, d_keys_in, d_keys_out, 1, value_size,
                          d_values_in, d_values_out, n, begin_bit, end_bit));
+    if (!d_temp) {
+        /* A size query may leave the data pointers NULL, but the launcher reads NULL values as
+         * a keys-only sort, whose scratch size differs: size a pairs sort with placeholders
+         * (a size query dereferences nothing). */
+        static char placeholder[16];
+        if (!d_values_in) d_values_in = placeholder;
+        if (!d_values_out) d_values_out = placeholder;
+    }
     LAUNCH(ctx,
            grove__cuda_sort(ctx, d_temp, temp_bytes, key_type, d_keys_in, d_keys_out, value_size,
                             d_values_in, d_values_out, n, begin_bit, end_bit, stream));
