@@ -71,7 +71,12 @@ static int trees_equal(const grove_quadtree *a, const grove_quadtree *b, const c
         const grove_quadtree_node *x = grove_quadtree_nodes(a), *y = grove_quadtree_nodes(b);
         size_t i = 0;
         while (!memcmp(&x[i], &y[i], sizeof *x)) i++;
-        FAIL("%s: nodes differ first at node %zu", what, i);
+        FAIL("%s: nodes differ first at node %zu of %zu: (%.9g %.9g %.9g %.9g level %d child %d "
+             "points %u..%u) vs (%.9g %.9g %.9g %.9g level %d child %d points %u..%u)",
+             what, i, nn, (double)x[i].xmin, (double)x[i].ymin, (double)x[i].xmax,
+             (double)x[i].ymax, (int)x[i].level, (int)x[i].first_child, x[i].begin, x[i].end,
+             (double)y[i].xmin, (double)y[i].ymin, (double)y[i].xmax, (double)y[i].ymax,
+             (int)y[i].level, (int)y[i].first_child, y[i].begin, y[i].end);
         return 0;
     }
     if (n && (memcmp(grove_quadtree_points(a), grove_quadtree_points(b), 2 * n * sizeof(float)) ||
@@ -138,11 +143,15 @@ static void check_device_build(const grove_points *p, const grove_quadtree_opts 
         CHECK(grove_quadtree_nodes(t) == NULL && grove_quadtree_points(t) == NULL);
         CHECK(v.nodes != NULL && (p->n == 0 || (v.pts != NULL && v.index != NULL)));
         CHECK(grove_quadtree_num_nodes(t) == grove_quadtree_num_nodes(ref));
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s (n=%zu, method %d, max_depth %d, min_points %d): "
+                 "device-resident build vs host build", what, p->n, (int)m, oo.max_depth,
+                 oo.min_points);
         s = grove_quadtree_download(g_ctx, t);
         if (s != GROVE_OK)
             FAIL("%s: download failed: %s", what, grove_ctx_last_error(g_ctx));
         else
-            trees_equal(t, ref, "device-resident build vs host build");
+            trees_equal(t, ref, msg);
     }
     grove_quadtree_destroy(t);
     cudaFree(d);
@@ -175,7 +184,10 @@ static grove_quadtree *build_all(const grove_points *p, const grove_quadtree_opt
     if (g_cpu) {
         for (int m = 0; m < (g_only_morton ? 1 : 2); m++) {
             grove_quadtree *tc = build_one(g_cpu, p, &o, (grove_quadtree_method)m, what);
-            if (tc) trees_equal(m == 0 ? tm : tr, tc, "CUDA context vs CPU context");
+            char msg[256];
+            snprintf(msg, sizeof msg, "%s (n=%zu, method %d): CUDA context vs CPU context", what,
+                     p->n, m);
+            if (tc) trees_equal(m == 0 ? tm : tr, tc, msg);
             grove_quadtree_destroy(tc);
 #ifdef GROVE_HAVE_CUDA
             check_device_build(p, &o, (grove_quadtree_method)m, tm, what);
