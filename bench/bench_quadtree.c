@@ -144,6 +144,9 @@ static grove_status time_sort_floor(grove_ctx *ctx, size_t n, int warmup, int re
     cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice);
     for (size_t i = 0; i < n; i++) h[i] = (uint32_t)i;
     cudaMemcpy(d + 2 * n, h, n * 4, cudaMemcpyHostToDevice);
+    /* a pageable cudaMemcpy may return before its data lands; the context's stream does not
+     * wait for the legacy stream */
+    cudaDeviceSynchronize();
     s = grove_sort_pairs_device(ctx, NULL, &bytes, GROVE_U32, d, d + n, 4, d + 2 * n, d + 3 * n, n,
                                 0, 32, st);
     if (s != GROVE_OK) goto end;
@@ -240,6 +243,7 @@ grove_status grove_bench_quadtree(grove_ctx *ctx, const grove_bench_opts *opts,
                         break;
                     }
                     cudaMemcpy(d, xy, 2 * n * sizeof(float), cudaMemcpyHostToDevice);
+                    cudaDeviceSynchronize(); /* as above: complete before the context's stream */
                     s = time_build(ctx, &p, d, &o, warmup, repeats, &ms, &trees[m]);
                     cudaFree(d);
                     if (s != GROVE_OK) break;

@@ -539,7 +539,8 @@ static grove_quadtree *device_tree(grove_ctx *ctx, const grove_points *p,
     float *d = NULL;
     grove_status s;
     if (cudaMalloc((void **)&d, bytes ? bytes : 4) != cudaSuccess ||
-        cudaMemcpy(d, p->xyz, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+        cudaMemcpy(d, p->xyz, bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess) {
         FAIL("cudaMalloc/cudaMemcpy of %zu bytes failed", bytes);
         cudaFree(d);
         return NULL;

@@ -112,7 +112,8 @@ static grove_quadtree *build_device_internal(const grove_points *p, const grove_
     memcpy(t->opts.bbox, root, sizeof root);
     t->n = p->n;
     if (cudaMalloc((void **)&d, bytes ? bytes : 4) != cudaSuccess ||
-        cudaMemcpy(d, p->xyz, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+        cudaMemcpy(d, p->xyz, bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess) {
         FAIL("%s: cudaMalloc/cudaMemcpy failed", what);
         cudaFree(d);
         free(t);
@@ -411,7 +412,8 @@ static void bench_one(const grove_points *p, const char *name)
     double med, pub;
     root_box(p, root);
     if (cudaMalloc((void **)&d, bytes) != cudaSuccess ||
-        cudaMemcpy(d, p->xyz, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+        cudaMemcpy(d, p->xyz, bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess) {
         FAIL("bench: cudaMalloc of %zu bytes failed", bytes);
         cudaFree(d);
         return;

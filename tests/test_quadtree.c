@@ -128,8 +128,11 @@ static void check_device_build(const grove_points *p, const grove_quadtree_opts 
     float *d = NULL;
     grove_status s;
     oo.method = m;
+    /* The synchronize matters: a cudaMemcpy from pageable memory may return before its data
+     * lands, and the context's stream does not wait for the legacy default stream. */
     if (cudaMalloc((void **)&d, bytes ? bytes : 4) != cudaSuccess ||
-        cudaMemcpy(d, p->xyz, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+        cudaMemcpy(d, p->xyz, bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess) {
         FAIL("%s: cudaMalloc/cudaMemcpy of %zu bytes failed", what, bytes);
         cudaFree(d);
         return;
@@ -984,7 +987,8 @@ static void test_device_invalid(void)
     p.xyz[9 * 3] = INFINITY;                   /* x of point 9: 5 is reported, the first */
     p.xyz[7 * 3 + 2] = NAN;                   /* z is ignored */
     if (cudaMalloc((void **)&d, bytes) != cudaSuccess ||
-        cudaMemcpy(d, p.xyz, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+        cudaMemcpy(d, p.xyz, bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess) {
         FAIL("cudaMalloc/cudaMemcpy failed");
         cudaFree(d);
         free(p.xyz);

@@ -70,7 +70,10 @@ grove_status grove_quadtree_build(grove_ctx *ctx, const grove_points *pts,
 
 /*! grove_quadtree_build_device() :
  *  The same build for n points that are already in the device memory of ctx's GPU (CUDA
- *  contexts only): d_xyz holds n * dims floats, x and y first. The tree stays on the device: its
+ *  contexts only): d_xyz holds n * dims floats, x and y first. The build runs on the context's
+ *  stream (grove_ctx_stream()) and waits for no other stream: d_xyz must be complete in that
+ *  stream's order (written on it, or synchronized; note that a cudaMemcpy from pageable host
+ *  memory can return before its data has landed). The tree stays on the device: its
  *  arrays are allocated through ctx (destroy the tree before the context), grove_quadtree_device()
  *  gives them, and the host accessors return NULL arrays until grove_quadtree_download(). It
  *  returns once the tree is complete. Errors as grove_quadtree_build(), plus
