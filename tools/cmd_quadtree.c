@@ -124,7 +124,7 @@ static void usage_knn(FILE *f)
                "                          [--bbox ...] [--backend auto|cpu|cuda]\n"
                "\n"
                "Prints the K nearest points of the query point as CSV `rank,index,distance',\n"
-               "nearest first (rank 1), equal distances by smaller index; fewer rows when the\n"
+               "nearest first (rank 0), equal distances by smaller index; fewer rows when the\n"
                "tree has fewer than K points. Distances are Euclidean, from the float\n"
                "coordinates, printed with 9 significant digits. The input is a saved tree or a\n"
                "point file, as for `grove quadtree query'.\n"
@@ -1043,7 +1043,7 @@ static int qt_knn(int argc, char **argv)
                 ob_u64(&ob, q);
                 ob_char(&ob, ',');
             }
-            ob_u64(&ob, r + 1);
+            ob_u64(&ob, r);
             ob_char(&ob, ',');
             ob_u64(&ob, idx[q * k + r]);
             ob_char(&ob, ',');
