@@ -48,7 +48,8 @@ static void gen_points(float *xy, size_t n, int clustered)
             x = unit(h1) * 2000.0 - 1000.0;
             y = unit(h2) * 2000.0 - 1000.0;
         } else {
-            uint64_t c = grove__bench_hash(3, i) % 64, h3 = grove__bench_hash(4, i), h4 = grove__bench_hash(5, i);
+            uint64_t c = grove__bench_hash(3, i) % 64, h3 = grove__bench_hash(4, i),
+                     h4 = grove__bench_hash(5, i);
             double cx = unit(grove__bench_hash(6, c)) * 2000.0 - 1000.0;
             double cy = unit(grove__bench_hash(7, c)) * 2000.0 - 1000.0;
             double sd = pow(10.0, -3.0 + 5.0 * unit(grove__bench_hash(8, c))); /* 1e-3 .. 1e2 */
@@ -66,12 +67,16 @@ static int trees_equal(const grove_quadtree *a, const grove_quadtree *b)
 {
     size_t n = grove_quadtree_num_points(a), m = grove_quadtree_num_nodes(a);
     return n == grove_quadtree_num_points(b) && m == grove_quadtree_num_nodes(b) &&
-           !memcmp(grove_quadtree_nodes(a), grove_quadtree_nodes(b), m * sizeof(grove_quadtree_node)) &&
+           !memcmp(grove_quadtree_nodes(a), grove_quadtree_nodes(b),
+                   m * sizeof(grove_quadtree_node)) &&
            (n == 0 || (!memcmp(grove_quadtree_points(a), grove_quadtree_points(b), 8 * n) &&
                        !memcmp(grove_quadtree_index(a), grove_quadtree_index(b), 4 * n)));
 }
 
-static const char *method_name(int m) { return m == GROVE_QUADTREE_MORTON ? "morton" : "recursive"; }
+static const char *method_name(int m)
+{
+    return m == GROVE_QUADTREE_MORTON ? "morton" : "recursive";
+}
 
 static void add_row(grove_bench_row *rows, int max_rows, int *nrows, const char *op,
                     const char *impl, size_t n, double ms, double floor_ms, int checked)
@@ -158,8 +163,8 @@ static grove_status time_sort_floor(grove_ctx *ctx, size_t n, int warmup, int re
     for (int r = -warmup; r < repeats && s == GROVE_OK; r++) {
         float f = 0;
         cudaEventRecord(e0, st);
-        s = grove_sort_pairs_device(ctx, temp, &bytes, GROVE_U32, d, d + n, 4, d + 2 * n,
-                                    d + 3 * n, n, 0, 32, st);
+        s = grove_sort_pairs_device(ctx, temp, &bytes, GROVE_U32, d, d + n, 4, d + 2 * n, d + 3 * n,
+                                    n, 0, 32, st);
         cudaEventRecord(e1, st);
         if (cudaEventSynchronize(e1) != cudaSuccess)
             s = grove__error(ctx, GROVE_ERR_CUDA, "bench quadtree: the floor sort failed");
@@ -274,8 +279,7 @@ grove_status grove_bench_quadtree(grove_ctx *ctx, const grove_bench_opts *opts,
                 int same = trees[0] && trees[1] && trees_equal(trees[0], trees[1]) &&
                            (!ref || trees_equal(trees[0], ref));
                 for (int i = 0; i < *nrows; i++)
-                    if (!strcmp(rows[i].impl, "gpu") && rows[i].n == n &&
-                        strstr(rows[i].op, dname))
+                    if (!strcmp(rows[i].impl, "gpu") && rows[i].n == n && strstr(rows[i].op, dname))
                         rows[i].checked = same;
             }
             grove_quadtree_destroy(trees[0]);

@@ -1,8 +1,9 @@
 /*
- * qt_testdata.h - the point sets of the quadtree tests (test_quadtree.c, test_qt_recursive_cuda.cu),
- * all drawn from tu_rng so that a seed reproduces them: uniform, Gaussian clusters (one very
- * tight), duplicates, all equal, collinear, a lattice on split lines, and extreme magnitudes.
- * Header-only; include after testutil.h.
+ * qt_testdata.h - the point sets of the quadtree tests (test_quadtree.c,
+ * test_qt_recursive_cuda.cu), all drawn from tu_rng so that a seed reproduces them: uniform,
+ * Gaussian clusters (one very tight), duplicates, all equal, collinear, a lattice on split lines,
+ * and extreme magnitudes; and the byte-for-byte tree comparison. Header-only; include after
+ * testutil.h.
  */
 #ifndef GROVE_QT_TESTDATA_H
 #define GROVE_QT_TESTDATA_H
@@ -11,6 +12,7 @@
 #include <math.h>
 
 #include "grove/io.h"
+#include "grove/quadtree.h"
 #include "testutil.h"
 
 static inline grove_points pts_new(size_t n, int dims)
@@ -119,6 +121,45 @@ static inline grove_points gen_lattice(tu_rng *r, size_t n)
         pts_set(&p, i, 0.25f * (float)(k % 64), 0.25f * (float)((k >> 8) % 64));
     }
     return p;
+}
+
+/* Compares two trees byte for byte (nodes, points, index); on a difference records a failure
+ * (FAIL) naming `what` and the first differing element, and returns 0. */
+static inline int qt_trees_equal(const grove_quadtree *a, const grove_quadtree *b, const char *what)
+{
+    size_t n = grove_quadtree_num_points(a), nn = grove_quadtree_num_nodes(a);
+    if (n != grove_quadtree_num_points(b) || nn != grove_quadtree_num_nodes(b)) {
+        FAIL("%s: sizes differ: %zu/%zu nodes, %zu/%zu points", what, nn,
+             grove_quadtree_num_nodes(b), n, grove_quadtree_num_points(b));
+        return 0;
+    }
+    const grove_quadtree_node *x = grove_quadtree_nodes(a), *y = grove_quadtree_nodes(b);
+    if (memcmp(x, y, nn * sizeof *x)) {
+        size_t i = 0;
+        while (!memcmp(&x[i], &y[i], sizeof *x)) i++;
+        FAIL("%s: nodes differ first at node %zu of %zu: first (%g %g %g %g L%d fc %d [%u,%u)) "
+             "second "
+             "(%g %g %g %g L%d fc %d [%u,%u))",
+             what, i, nn, x[i].xmin, x[i].ymin, x[i].xmax, x[i].ymax, x[i].level, x[i].first_child,
+             x[i].begin, x[i].end, y[i].xmin, y[i].ymin, y[i].xmax, y[i].ymax, y[i].level,
+             y[i].first_child, y[i].begin, y[i].end);
+        return 0;
+    }
+    if (n && memcmp(grove_quadtree_points(a), grove_quadtree_points(b), 2 * n * sizeof(float))) {
+        const float *pa = grove_quadtree_points(a), *pb = grove_quadtree_points(b);
+        size_t i = 0;
+        while (!memcmp(&pa[i], &pb[i], sizeof pa[i])) i++;
+        FAIL("%s: points differ first at float %zu of %zu", what, i, 2 * n);
+        return 0;
+    }
+    if (n && memcmp(grove_quadtree_index(a), grove_quadtree_index(b), n * sizeof(uint32_t))) {
+        const uint32_t *ia = grove_quadtree_index(a), *ib = grove_quadtree_index(b);
+        size_t i = 0;
+        while (ia[i] == ib[i]) i++;
+        FAIL("%s: index differs first at %zu of %zu (%u vs %u)", what, i, n, ia[i], ib[i]);
+        return 0;
+    }
+    return 1;
 }
 
 #endif /* GROVE_QT_TESTDATA_H */

@@ -40,41 +40,6 @@ static grove_ctx *g_gpu, *g_cpu;
 
 /* ---- comparison ---- */
 
-static int trees_equal(const grove_quadtree *a, const grove_quadtree *b, const char *what)
-{
-    size_t n = grove_quadtree_num_points(a), nn = grove_quadtree_num_nodes(a);
-    if (n != grove_quadtree_num_points(b) || nn != grove_quadtree_num_nodes(b)) {
-        FAIL("%s: sizes differ: %zu/%zu nodes, %zu/%zu points", what, nn,
-             grove_quadtree_num_nodes(b), n, grove_quadtree_num_points(b));
-        return 0;
-    }
-    const grove_quadtree_node *x = grove_quadtree_nodes(a), *y = grove_quadtree_nodes(b);
-    if (memcmp(x, y, nn * sizeof *x)) {
-        size_t i = 0;
-        while (!memcmp(&x[i], &y[i], sizeof *x)) i++;
-        FAIL("%s: nodes differ first at node %zu of %zu: cpu (%g %g %g %g L%d fc %d [%u,%u)) gpu "
-             "(%g %g %g %g L%d fc %d [%u,%u))",
-             what, i, nn, x[i].xmin, x[i].ymin, x[i].xmax, x[i].ymax, x[i].level, x[i].first_child,
-             x[i].begin, x[i].end, y[i].xmin, y[i].ymin, y[i].xmax, y[i].ymax, y[i].level,
-             y[i].first_child, y[i].begin, y[i].end);
-        return 0;
-    }
-    if (n && memcmp(grove_quadtree_points(a), grove_quadtree_points(b), 2 * n * sizeof(float))) {
-        const float *pa = grove_quadtree_points(a), *pb = grove_quadtree_points(b);
-        size_t i = 0;
-        while (!memcmp(&pa[i], &pb[i], sizeof pa[i])) i++;
-        FAIL("%s: points differ first at float %zu of %zu", what, i, 2 * n);
-        return 0;
-    }
-    if (n && memcmp(grove_quadtree_index(a), grove_quadtree_index(b), n * sizeof(uint32_t))) {
-        const uint32_t *ia = grove_quadtree_index(a), *ib = grove_quadtree_index(b);
-        size_t i = 0;
-        while (ia[i] == ib[i]) i++;
-        FAIL("%s: index differs first at %zu of %zu (cpu %u gpu %u)", what, i, n, ia[i], ib[i]);
-        return 0;
-    }
-    return 1;
-}
 
 static void root_box(const grove_points *p, float root[4])
 {
@@ -159,11 +124,11 @@ static void compare(const grove_points *p, const grove_quadtree_opts *opts, cons
     if (s != GROVE_OK)
         FAIL("%s: CUDA build: %s: %s", what, grove_status_string(s), grove_ctx_last_error(g_gpu));
     else
-        trees_equal(tc, tg, what);
+        qt_trees_equal(tc, tg, what);
     grove_quadtree_destroy(tg);
     if (dev) {
         tg = build_device_internal(p, &o, what);
-        if (tg) trees_equal(tc, tg, what);
+        if (tg) qt_trees_equal(tc, tg, what);
         grove_quadtree_destroy(tg);
     }
     grove_quadtree_destroy(tc);

@@ -58,34 +58,6 @@ static float rnd_between(tu_rng *r, float lo, float hi)
 
 /* ---- trees ---- */
 
-static int trees_equal(const grove_quadtree *a, const grove_quadtree *b, const char *what)
-{
-    size_t n = grove_quadtree_num_points(a), nn = grove_quadtree_num_nodes(a);
-    if (n != grove_quadtree_num_points(b) || nn != grove_quadtree_num_nodes(b)) {
-        FAIL("%s: sizes differ: %zu/%zu nodes, %zu/%zu points", what, nn,
-             grove_quadtree_num_nodes(b), n, grove_quadtree_num_points(b));
-        return 0;
-    }
-    if (memcmp(grove_quadtree_nodes(a), grove_quadtree_nodes(b),
-               nn * sizeof(grove_quadtree_node))) {
-        const grove_quadtree_node *x = grove_quadtree_nodes(a), *y = grove_quadtree_nodes(b);
-        size_t i = 0;
-        while (!memcmp(&x[i], &y[i], sizeof *x)) i++;
-        FAIL("%s: nodes differ first at node %zu of %zu: (%.9g %.9g %.9g %.9g level %d child %d "
-             "points %u..%u) vs (%.9g %.9g %.9g %.9g level %d child %d points %u..%u)",
-             what, i, nn, (double)x[i].xmin, (double)x[i].ymin, (double)x[i].xmax,
-             (double)x[i].ymax, (int)x[i].level, (int)x[i].first_child, x[i].begin, x[i].end,
-             (double)y[i].xmin, (double)y[i].ymin, (double)y[i].xmax, (double)y[i].ymax,
-             (int)y[i].level, (int)y[i].first_child, y[i].begin, y[i].end);
-        return 0;
-    }
-    if (n && (memcmp(grove_quadtree_points(a), grove_quadtree_points(b), 2 * n * sizeof(float)) ||
-              memcmp(grove_quadtree_index(a), grove_quadtree_index(b), n * sizeof(uint32_t)))) {
-        FAIL("%s: points or index differ", what);
-        return 0;
-    }
-    return 1;
-}
 
 static grove_quadtree *build_one(grove_ctx *ctx, const grove_points *p,
                                  const grove_quadtree_opts *o, grove_quadtree_method m,
@@ -154,7 +126,7 @@ static void check_device_build(const grove_points *p, const grove_quadtree_opts 
         if (s != GROVE_OK)
             FAIL("%s: download failed: %s", what, grove_ctx_last_error(g_ctx));
         else
-            trees_equal(t, ref, msg);
+            qt_trees_equal(t, ref, msg);
     }
     grove_quadtree_destroy(t);
     cudaFree(d);
@@ -182,7 +154,7 @@ static grove_quadtree *build_all(const grove_points *p, const grove_quadtree_opt
     validate(tm, p, &o, GROVE_QUADTREE_MORTON, what, st);
     if (tr) {
         validate(tr, p, &o, GROVE_QUADTREE_RECURSIVE, what, NULL);
-        trees_equal(tm, tr, what);
+        qt_trees_equal(tm, tr, what);
     }
     if (g_cpu) {
         for (int m = 0; m < (g_only_morton ? 1 : 2); m++) {
@@ -190,7 +162,7 @@ static grove_quadtree *build_all(const grove_points *p, const grove_quadtree_opt
             char msg[256];
             snprintf(msg, sizeof msg, "%s (n=%zu, method %d): CUDA context vs CPU context", what,
                      p->n, m);
-            if (tc) trees_equal(m == 0 ? tm : tr, tc, msg);
+            if (tc) qt_trees_equal(m == 0 ? tm : tr, tc, msg);
             grove_quadtree_destroy(tc);
 #ifdef GROVE_HAVE_CUDA
             check_device_build(p, &o, (grove_quadtree_method)m, tm, what);
@@ -199,7 +171,7 @@ static grove_quadtree *build_all(const grove_points *p, const grove_quadtree_opt
     } else if (p->n <= 200000) {
         for (int m = 0; m < (g_only_morton ? 1 : 2); m++) {
             grove_quadtree *tc = build_one(g_one, p, &o, (grove_quadtree_method)m, what);
-            if (tc) trees_equal(tm, tc, "1 thread vs default threads");
+            if (tc) qt_trees_equal(tm, tc, "1 thread vs default threads");
             grove_quadtree_destroy(tc);
         }
     }
@@ -849,7 +821,7 @@ static void test_save_load(tu_rng *r)
         CHECK_OK(c, grove_quadtree_load(c, path, &l));
         if (t && l) {
             grove_quadtree_opts a, b;
-            trees_equal(t, l, "save -> load");
+            qt_trees_equal(t, l, "save -> load");
             grove_quadtree_get_opts(t, &a);
             grove_quadtree_get_opts(l, &b);
             if (memcmp(&a, &b, sizeof a)) FAIL("save -> load: options differ");

@@ -113,8 +113,8 @@ static void print_table_floor(const grove_bench_row *rows, int nrows, const char
                               const char *backend)
 {
     printf("grove bench %s on %s\n", suite, backend);
-    printf("%-28s %-6s %11s %10s %10s %9s  %s\n", "op", "impl", "n", "ms", "G pts/s",
-           "vs floor", "checked");
+    printf("%-28s %-6s %11s %10s %10s %9s  %s\n", "op", "impl", "n", "ms", "G pts/s", "vs floor",
+           "checked");
     for (int i = 0; i < nrows; i++) {
         const grove_bench_row *r = &rows[i];
         printf("%-28s %-6s %11zu %10.3f %10.3f", r->op, r->impl, r->n, r->ms,
@@ -278,7 +278,8 @@ static int run_suite(int argc, char **argv, const char *name, suite_fn fn, void 
     if (nrows > MAX_ROWS) nrows = MAX_ROWS;
     /* A size that does not fit in device memory is skipped, not failed: the harness says so in
      * the context's message while still returning GROVE_OK. */
-    if (grove_ctx_last_error(ctx)[0]) fprintf(stderr, "grove: note: %s\n", grove_ctx_last_error(ctx));
+    if (grove_ctx_last_error(ctx)[0])
+        fprintf(stderr, "grove: note: %s\n", grove_ctx_last_error(ctx));
     if (json)
         print_json(stdout, rows, nrows, ctx, &o, name);
     else

@@ -39,7 +39,7 @@
 #include "quadtree_cuda.h"
 
 /* GROVE_CUDA_TRY for functions that clean up at `_end:` with the status in `st`. */
-#define QT_CUDA_END(call, what)                                                                   \
+#define QT_CUDA_END(call, what)                                                                    \
     do {                                                                                           \
         cudaError_t qt_e_ = (call);                                                                \
         if (qt_e_ != cudaSuccess) {                                                                \
@@ -49,7 +49,8 @@
     } while (0)
 #define QT_LAUNCHED_END(what) QT_CUDA_END(cudaGetLastError(), what)
 
-namespace {
+namespace
+{
 
 typedef grove_quadtree_node Node;
 
@@ -70,8 +71,8 @@ unsigned blocks_for(size_t n)
 /* ---- 1. keys ---- */
 
 template <typename K>
-__global__ void keys_kernel(const float *__restrict__ xyz, int dims, size_t n, int depth,
-                            float r0, float r1, float r2, float r3, K *__restrict__ keys,
+__global__ void keys_kernel(const float *__restrict__ xyz, int dims, size_t n, int depth, float r0,
+                            float r1, float r2, float r3, K *__restrict__ keys,
                             uint32_t *__restrict__ idx)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -84,8 +85,14 @@ __global__ void keys_kernel(const float *__restrict__ xyz, int dims, size_t n, i
             unsigned right = x >= cx, low = y < cy;
             key = (key << 2) | (K)(right + 2u * low);
             /* grove__qt_child_box */
-            if (right) b0 = cx; else b2 = cx;
-            if (low) b3 = cy; else b1 = cy;
+            if (right)
+                b0 = cx;
+            else
+                b2 = cx;
+            if (low)
+                b3 = cy;
+            else
+                b1 = cy;
         }
         keys[i] = key;
         idx[i] = (uint32_t)i;
@@ -158,8 +165,7 @@ __global__ void __launch_bounds__(kLevelBlock)
 }
 
 template <typename K>
-__device__ uint32_t digit_lower_bound(const K *keys, uint32_t b, uint32_t e, int shift,
-                                      unsigned d)
+__device__ uint32_t digit_lower_bound(const K *keys, uint32_t b, uint32_t e, int shift, unsigned d)
 {
     while (b < e) {
         uint32_t mid = b + (e - b) / 2;
@@ -215,9 +221,9 @@ __global__ void __launch_bounds__(kLevelBlock)
         bounds[0] = p.begin;
         bounds[4] = p.end;
         for (unsigned d = 1; d < 4; d++)
-            bounds[d] = staged ? sb + digit_lower_bound(sh, bounds[d - 1] - sb, p.end - sb,
-                                                        shift, d)
-                               : digit_lower_bound(keys, bounds[d - 1], p.end, shift, d);
+            bounds[d] = staged
+                            ? sb + digit_lower_bound(sh, bounds[d - 1] - sb, p.end - sb, shift, d)
+                            : digit_lower_bound(keys, bounds[d - 1], p.end, shift, d);
         for (unsigned q = 0; q < 4; q++) {
             Node c;
             c.xmin = (q & 1u) ? cx : p.xmin;
@@ -275,7 +281,8 @@ __global__ void gather_kernel(const float *__restrict__ xyz, size_t n,
         if (DIMS == 2) /* one 8-byte load: a gather is one random access per point */
             out[i] = reinterpret_cast<const float2 *>(xyz)[a];
         else
-            out[i] = make_float2(xyz[a * (DIMS < 0 ? -DIMS : DIMS)], xyz[a * (DIMS < 0 ? -DIMS : DIMS) + 1]);
+            out[i] = make_float2(xyz[a * (DIMS < 0 ? -DIMS : DIMS)],
+                                 xyz[a * (DIMS < 0 ? -DIMS : DIMS) + 1]);
     }
 }
 
@@ -293,8 +300,8 @@ struct CheckPart {
 };
 
 __global__ void __launch_bounds__(kBlock)
-    check_kernel(const float *__restrict__ xyz, int dims, size_t n, int use_box, float b0,
-                 float b1, float b2, float b3, CheckPart *__restrict__ parts)
+    check_kernel(const float *__restrict__ xyz, int dims, size_t n, int use_box, float b0, float b1,
+                 float b2, float b3, CheckPart *__restrict__ parts)
 {
     __shared__ CheckPart sh[kBlock / 32];
     CheckPart c = {~0ull, INFINITY, INFINITY, -INFINITY, -INFINITY};
@@ -436,7 +443,7 @@ grove_status build_morton(grove_ctx *ctx, const float *d_xyz, int dims, const fl
         GROVE_TRY_END(st, buf.alloc((void **)&idx_a, n * sizeof(uint32_t), "the point order"));
         GROVE_TRY_END(st, buf.alloc((void **)&idx_b, n * sizeof(uint32_t), "the point order"));
         keys_kernel<K><<<blocks_for(n), kBlock, 0, s>>>(d_xyz, dims, n, depth, root[0], root[1],
-                                                       root[2], root[3], keys_a, idx_a);
+                                                        root[2], root[3], keys_a, idx_a);
         QT_LAUNCHED_END("quadtree keys kernel");
         /* end_bit must not be 0 (that means every bit); with depth 0 there is nothing to sort */
         if (depth > 0 && n > 1) {
@@ -500,17 +507,18 @@ grove_status build_morton(grove_ctx *ctx, const float *d_xyz, int dims, const fl
                 Node *grown = NULL;
                 while (cap < le + 4 * nsplit) cap *= 2;
                 if (cap > (size_t)INT32_MAX) cap = (size_t)INT32_MAX;
-                GROVE_TRY_END(st, buf.alloc((void **)&grown, cap * sizeof(Node),
-                                            "the quadtree nodes"));
-                QT_CUDA_END(cudaMemcpyAsync(grown, nodes, le * sizeof(Node),
-                                                    cudaMemcpyDeviceToDevice, s),
-                               "growing the quadtree node array");
+                GROVE_TRY_END(st,
+                              buf.alloc((void **)&grown, cap * sizeof(Node), "the quadtree nodes"));
+                QT_CUDA_END(
+                    cudaMemcpyAsync(grown, nodes, le * sizeof(Node), cudaMemcpyDeviceToDevice, s),
+                    "growing the quadtree node array");
                 buf.release(nodes);
                 nodes = grown;
                 node_cap = cap;
             }
-            children_kernel<K><<<(unsigned)((m + kLevelBlock - 1) / kLevelBlock), kLevelBlock, 0, s>>>(
-                nodes, (uint32_t)lb, (uint32_t)m, (uint32_t)le, flags, rank, keys_b, depth);
+            children_kernel<K>
+                <<<(unsigned)((m + kLevelBlock - 1) / kLevelBlock), kLevelBlock, 0, s>>>(
+                    nodes, (uint32_t)lb, (uint32_t)m, (uint32_t)le, flags, rank, keys_b, depth);
             QT_LAUNCHED_END("quadtree children kernel");
             lb = le;
             le += 4 * nsplit;
@@ -527,9 +535,9 @@ grove_status build_morton(grove_ctx *ctx, const float *d_xyz, int dims, const fl
         } else {
             thrust::transform_iterator<FixBegin, const Node *> fb(nodes, FixBegin{depth});
             thrust::transform_iterator<FixEnd, const Node *> fe(nodes, FixEnd{depth});
-            QT_CUDA_END(cudaMemcpyAsync(idx_a, idx_b, n * sizeof(uint32_t),
-                                        cudaMemcpyDeviceToDevice, s),
-                        "copying the quadtree point order");
+            QT_CUDA_END(
+                cudaMemcpyAsync(idx_a, idx_b, n * sizeof(uint32_t), cudaMemcpyDeviceToDevice, s),
+                "copying the quadtree point order");
             QT_CUDA_END(cub::DeviceSegmentedSort::SortKeys(NULL, need, idx_b, idx_a, (int64_t)n,
                                                            (int64_t)le, fb, fe, s),
                         "quadtree leaf sort (sizing)");
@@ -584,8 +592,8 @@ extern "C" grove_status grove__qt_check_points_cuda(grove_ctx *ctx, const float 
     cudaStream_t s = (cudaStream_t)ctx->stream;
     grove_status st = GROVE_OK;
     Buffers buf = {ctx, ctx->stream, {0}, {0}, 0};
-    CheckPart *d_parts = NULL, *h_parts = NULL, c = {~0ull, INFINITY, INFINITY, -INFINITY,
-                                                      -INFINITY};
+    CheckPart *d_parts = NULL, *h_parts = NULL,
+              c = {~0ull, INFINITY, INFINITY, -INFINITY, -INFINITY};
     unsigned blocks = blocks_for(n) < (unsigned)kCheckBlocks ? blocks_for(n) : kCheckBlocks;
 
     *bad = SIZE_MAX;

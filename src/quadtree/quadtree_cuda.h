@@ -2,10 +2,10 @@
  * quadtree_cuda.h - the quadtree module's CUDA code, called from its C files (internal).
  *
  * The builds work on points already on the device and leave the tree there: they allocate
- * t->d_nodes, t->d_pts and t->d_index with grove__cuda_alloc() on ctx (sizes in quadtree_internal.h)
- * and set t->num_nodes, t->d_nodes_bytes and t->dev_ctx = ctx. The caller has checked the
- * options and the points (finite, inside root) and made ctx's device current; t->n and t->opts
- * are set. On failure they free what they allocated and leave those fields NULL / 0.
+ * t->d_nodes, t->d_pts and t->d_index with grove__cuda_alloc() on ctx (sizes in
+ * quadtree_internal.h) and set t->num_nodes, t->d_nodes_bytes and t->dev_ctx = ctx. The caller has
+ * checked the options and the points (finite, inside root) and made ctx's device current; t->n and
+ * t->opts are set. On failure they free what they allocated and leave those fields NULL / 0.
  */
 #ifndef GROVE_QUADTREE_CUDA_H
 #define GROVE_QUADTREE_CUDA_H
