@@ -4,6 +4,7 @@
  */
 #include "grove/io.h" /* first: it must compile on its own */
 #include "grove/quadtree.h"
+#include "grove/kdtree.h"
 #include "grove/prim.h"
 #include "grove/grove.h"
 #include "grove/io.h"
@@ -30,6 +31,7 @@ int main(void)
     if (grove_morton3_compact(grove_morton3(7u, 0u, 0u)) != 7u) failures++;
     grove_points_free(NULL); /* accepts NULL */
     grove_quadtree_destroy(NULL);
+    grove_kdtree_destroy(NULL);
     grove_ctx_destroy(ctx);
     printf("test_headers: %s (grove %s)\n", failures ? "FAILED" : "ok", grove_version());
     return failures ? 1 : 0;

@@ -4,6 +4,7 @@
 #ifndef GROVE_CORE_H
 #define GROVE_CORE_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "grove/grove.h"
@@ -42,6 +43,20 @@ grove_status grove__error(grove_ctx *ctx, grove_status s, const char *fmt, ...)
  * commit always closes f and frees tmp. */
 grove_status grove__wfile_open(grove_ctx *ctx, const char *path, char **tmp, FILE **f);
 grove_status grove__wfile_commit(grove_ctx *ctx, const char *path, char *tmp, FILE *f, int err);
+
+/* Little-endian words of grove's own binary files (binfile.c). put/get encode one field;
+ * write_words writes count words of w bytes (4 or 8) from host order and returns 0 or an errno
+ * value; read_words reads them into host order, a short read being GROVE_ERR_BAD_INPUT ("path:
+ * truncated") and a read error GROVE_ERR_IO. le: grove__host_is_le(). */
+int grove__host_is_le(void);
+void grove__swap_words(void *p, size_t count, size_t w);
+void grove__put32(unsigned char *b, uint32_t v);
+void grove__put64(unsigned char *b, uint64_t v);
+uint32_t grove__get32(const unsigned char *b);
+uint64_t grove__get64(const unsigned char *b);
+int grove__write_words(FILE *f, const void *p, size_t count, size_t w, int le);
+grove_status grove__read_words(grove_ctx *ctx, const char *path, FILE *f, void *p, size_t count,
+                               size_t w, int le);
 
 /* Checks that ctx is a usable context (not NULL, not a failed create). */
 grove_status grove__check_ctx(grove_ctx *ctx);

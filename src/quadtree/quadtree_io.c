@@ -31,46 +31,9 @@
 
 _Static_assert(sizeof(grove_quadtree_node) == QT_NODE, "node layout is the file layout");
 
-static int host_is_le(void)
-{
-    const uint16_t one = 1;
-    unsigned char b;
-    memcpy(&b, &one, 1);
-    return b == 1;
-}
-
-static void swap32(void *p, size_t count)
-{
-    unsigned char *b = (unsigned char *)p;
-    for (size_t i = 0; i < count; i++, b += 4) {
-        unsigned char t0 = b[0], t1 = b[1];
-        b[0] = b[3];
-        b[1] = b[2];
-        b[2] = t1;
-        b[3] = t0;
-    }
-}
-
-static void put32(unsigned char *b, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put64(unsigned char *b, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get32(const unsigned char *b)
-{
-    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-}
-
-static uint64_t get64(const unsigned char *b) { return get32(b) | (uint64_t)get32(b + 4) << 32; }
-
 static float getf(const unsigned char *b)
 {
-    uint32_t u = get32(b);
+    uint32_t u = grove__get32(b);
     float f;
     memcpy(&f, &u, 4);
     return f;
@@ -80,28 +43,10 @@ static void putf(unsigned char *b, float f)
 {
     uint32_t u;
     memcpy(&u, &f, 4);
-    put32(b, u);
+    grove__put32(b, u);
 }
 
 /* ---- save ---- */
-
-/* Writes count 4-byte words little-endian; returns 0 on success, else an errno value. */
-static int write_words(FILE *f, const void *p, size_t count, int le)
-{
-    unsigned char buf[1 << 14];
-    const unsigned char *s = (const unsigned char *)p;
-    errno = 0;
-    if (le) return fwrite(p, 4, count, f) == count ? 0 : (errno ? errno : EIO);
-    while (count > 0) {
-        size_t m = count < sizeof buf / 4 ? count : sizeof buf / 4;
-        memcpy(buf, s, 4 * m);
-        swap32(buf, m);
-        if (fwrite(buf, 4, m, f) != m) return errno ? errno : EIO;
-        s += 4 * m;
-        count -= m;
-    }
-    return 0;
-}
 
 grove_status grove_quadtree_save(grove_ctx *ctx, const grove_quadtree *t, const char *path)
 {
@@ -109,7 +54,7 @@ grove_status grove_quadtree_save(grove_ctx *ctx, const grove_quadtree *t, const 
     unsigned char h[QT_HEADER];
     char *tmp = NULL;
     FILE *f = NULL;
-    int err = 0, le = host_is_le();
+    int err = 0, le = grove__host_is_le();
 
     GROVE_TRY(grove__check_ctx(ctx));
     if (!t) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: t is NULL", fn);
@@ -117,39 +62,24 @@ grove_status grove_quadtree_save(grove_ctx *ctx, const grove_quadtree *t, const 
 
     memset(h, 0, sizeof h);
     memcpy(h, QT_MAGIC, 8);
-    put32(h + 8, QT_VERSION);
-    put64(h + 16, (uint64_t)t->n);
-    put64(h + 24, (uint64_t)t->num_nodes);
-    put32(h + 32, (uint32_t)t->opts.max_depth);
-    put32(h + 36, (uint32_t)t->opts.min_points);
-    put32(h + 40, (uint32_t)t->opts.method);
+    grove__put32(h + 8, QT_VERSION);
+    grove__put64(h + 16, (uint64_t)t->n);
+    grove__put64(h + 24, (uint64_t)t->num_nodes);
+    grove__put32(h + 32, (uint32_t)t->opts.max_depth);
+    grove__put32(h + 36, (uint32_t)t->opts.min_points);
+    grove__put32(h + 40, (uint32_t)t->opts.method);
     for (int i = 0; i < 4; i++) putf(h + 48 + 4 * i, t->opts.bbox[i]);
 
     GROVE_TRY(grove__wfile_open(ctx, path, &tmp, &f));
     errno = 0;
     if (fwrite(h, 1, sizeof h, f) != sizeof h) err = errno ? errno : EIO;
-    if (!err) err = write_words(f, t->nodes, t->num_nodes * (QT_NODE / 4), le);
-    if (!err && t->n) err = write_words(f, t->pts, 2 * t->n, le);
-    if (!err && t->n) err = write_words(f, t->index, t->n, le);
+    if (!err) err = grove__write_words(f, t->nodes, t->num_nodes * (QT_NODE / 4), 4, le);
+    if (!err && t->n) err = grove__write_words(f, t->pts, 2 * t->n, 4, le);
+    if (!err && t->n) err = grove__write_words(f, t->index, t->n, 4, le);
     return grove__wfile_commit(ctx, path, tmp, f, err);
 }
 
 /* ---- load ---- */
-
-/* Reads count 4-byte little-endian words into p. */
-static grove_status read_words(grove_ctx *ctx, const char *path, FILE *f, void *p, size_t count,
-                               int le)
-{
-    if (count == 0) return GROVE_OK;
-    if (fread(p, 4, count, f) != count) {
-        if (ferror(f))
-            return grove__error(ctx, GROVE_ERR_IO, "%s: read error: %s", path, strerror(errno));
-        return grove__error(ctx, GROVE_ERR_BAD_INPUT, "%s: truncated (the file shrank while read)",
-                            path);
-    }
-    if (!le) swap32(p, count);
-    return GROVE_OK;
-}
 
 static int same_f(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
 
@@ -306,7 +236,7 @@ grove_status grove_quadtree_load(grove_ctx *ctx, const char *path, grove_quadtre
     size_t got;
     struct stat sb;
     FILE *f;
-    int le = host_is_le();
+    int le = grove__host_is_le();
 
     GROVE_TRY(grove__check_ctx(ctx));
     if (!out) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: out is NULL", fn);
@@ -340,19 +270,19 @@ grove_status grove_quadtree_load(grove_ctx *ctx, const char *path, grove_quadtre
                           QT_HEADER);
         goto _end;
     }
-    if (get32(h + 8) != QT_VERSION) {
+    if (grove__get32(h + 8) != QT_VERSION) {
         st = grove__error(ctx, GROVE_ERR_BAD_INPUT,
                           "%s: unsupported quadtree file version %u (this build reads version %u)",
-                          path, get32(h + 8), QT_VERSION);
+                          path, grove__get32(h + 8), QT_VERSION);
         goto _end;
     }
-    if (get32(h + 12) != 0 || get32(h + 44) != 0) {
+    if (grove__get32(h + 12) != 0 || grove__get32(h + 44) != 0) {
         st = grove__error(ctx, GROVE_ERR_BAD_INPUT,
                           "%s: header: reserved fields (bytes 12 and 44) must be 0", path);
         goto _end;
     }
-    n = get64(h + 16);
-    nn = get64(h + 24);
+    n = grove__get64(h + 16);
+    nn = grove__get64(h + 24);
     if (n > UINT32_MAX) {
         st =
             grove__error(ctx, GROVE_ERR_BAD_INPUT, "%s: header: %llu points exceed the limit of %u",
@@ -370,9 +300,9 @@ grove_status grove_quadtree_load(grove_ctx *ctx, const char *path, grove_quadtre
         st = grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
         goto _end;
     }
-    t->opts.max_depth = (int32_t)get32(h + 32);
-    t->opts.min_points = (int32_t)get32(h + 36);
-    t->opts.method = (grove_quadtree_method)(int32_t)get32(h + 40);
+    t->opts.max_depth = (int32_t)grove__get32(h + 32);
+    t->opts.min_points = (int32_t)grove__get32(h + 36);
+    t->opts.method = (grove_quadtree_method)(int32_t)grove__get32(h + 40);
     t->opts.use_bbox = 1;
     for (int i = 0; i < 4; i++) t->opts.bbox[i] = getf(h + 48 + 4 * i);
     if (t->opts.max_depth < 0 || t->opts.max_depth > GROVE_QUADTREE_MAX_DEPTH ||
@@ -419,9 +349,9 @@ grove_status grove_quadtree_load(grove_ctx *ctx, const char *path, grove_quadtre
                           (unsigned long long)nn, (unsigned long long)n);
         goto _end;
     }
-    GROVE_TRY_END(st, read_words(ctx, path, f, t->nodes, (size_t)nn * (QT_NODE / 4), le));
-    GROVE_TRY_END(st, read_words(ctx, path, f, t->pts, (size_t)n * 2, le));
-    GROVE_TRY_END(st, read_words(ctx, path, f, t->index, (size_t)n, le));
+    GROVE_TRY_END(st, grove__read_words(ctx, path, f, t->nodes, (size_t)nn * (QT_NODE / 4), 4, le));
+    GROVE_TRY_END(st, grove__read_words(ctx, path, f, t->pts, (size_t)n * 2, 4, le));
+    GROVE_TRY_END(st, grove__read_words(ctx, path, f, t->index, (size_t)n, 4, le));
     GROVE_TRY_END(st, check_nodes(ctx, path, t));
     GROVE_TRY_END(st, check_points(ctx, path, t));
     *out = t;
