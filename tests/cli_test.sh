@@ -151,6 +151,8 @@ if expect 0 "demo --size 100000 --out DIR" "$GROVE" demo --size 100000 --out "$o
     out_has "^quadtree build (recursive) .* OK$"
     out_has "^quadtree box queries .* OK$"
     out_has "^quadtree picture (quadtree.svg) .* OK$"
+    out_has "^kdtree build (3-D) .* OK$"
+    out_has "^kdtree knn (10^4 queries, k=8) .* OK$"
     out_has "^all .* OK"
     if grep -q "FAILED" "$tmp/out"; then fail "a step FAILED"; fi
     if [ -f "$out/demo.json" ]; then
@@ -503,6 +505,245 @@ else
         out_empty
     fi
     [ ! -e "$qt/c.qt" ] || fail "a tree was written"
+fi
+
+# ---- k-d tree: build, knn, radius; answers against brute force over the same files ----
+# Integer coordinates in a small range: squared distances are small integers (exact in float,
+# in double and in awk), and there are many exact ties, which must be ordered by index.
+kd="$tmp/kd"
+mkdir -p "$kd"
+awk 'BEGIN { srand(13); print "x,y,z"
+    for (i = 0; i < 400; i++) {
+        if (i % 9 == 8) { j = int(rand() * i); x = px[j]; y = py[j]; z = pz[j] }  # duplicates
+        else { x = int(rand() * 10); y = int(rand() * 10); z = int(rand() * 10) - 5 }
+        px[i] = x; py[i] = y; pz[i] = z; printf "%d,%d,%d\n", x, y, z }
+}' >"$kd/pts.csv"
+awk 'BEGIN { srand(17); print "x y z"
+    for (i = 0; i < 40; i++) printf "%d %d %d\n", int(rand() * 14) - 2, int(rand() * 14) - 2,
+        int(rand() * 14) - 7 }' >"$kd/q.txt"
+# the same kind of data in 2-D
+awk 'BEGIN { srand(19); print "x,y"
+    for (i = 0; i < 300; i++) printf "%d,%d\n", int(rand() * 16), int(rand() * 16) }' \
+    >"$kd/pts2.csv"
+awk 'BEGIN { srand(23); for (i = 0; i < 25; i++) printf "%d,%d\n", int(rand() * 20) - 2,
+    int(rand() * 20) - 2 }' >"$kd/q2.csv"
+
+# brute_knn POINTS QUERIES K [R]: the expected CSV; every (query, point) pair sorted by query,
+# squared distance, index; the first K of each query (within R when R is given).
+brute_knn() {
+    {
+        echo "query,rank,index,distance"
+        awk -F '[ ,]+' -v r="${4:-}" '
+            BEGIN { np = 0; nq = 0 }
+            FNR == 1 && $1 !~ /^-?[0-9]/ { next }
+            NR == FNR { px[np] = $1; py[np] = $2; pz[np] = $3 + 0; np++; next }
+            { for (i = 0; i < np; i++) {
+                  dx = px[i] - $1; dy = py[i] - $2; dz = pz[i] - ($3 + 0)
+                  d = dx * dx + dy * dy + dz * dz
+                  if (r == "" || d <= r * r) print nq, d, i }
+              nq++ }' "$1" "$2" | sort -k1,1n -k2,2n -k3,3n |
+            awk -v k="$3" 'BEGIN { last = -1 } { if ($1 != last) { rank = 0; last = $1 }
+                if (rank < k) printf "%d,%d,%d,%.9g\n", $1, rank, $3, sqrt($2); rank++ }'
+    }
+}
+
+for args in "kdtree --help" "kdtree -h" "kdtree build --help" "--backend cpu kdtree build -h"; do
+    # shellcheck disable=SC2086
+    if expect 0 "grove $args" "$GROVE" $args; then
+        out_has "usage: grove kdtree"
+        err_empty
+    fi
+done
+for args in "knn --help" "knn -h" "knn @P @Q -k 3 --help"; do
+    real=$(echo "$args" | sed "s#@P#$kd/pts.csv#g; s#@Q#$kd/q.txt#g")
+    # shellcheck disable=SC2086
+    if expect 0 "grove $args" "$GROVE" $real; then
+        out_has "usage: grove knn"
+        err_empty
+    fi
+done
+if expect 0 "grove --help lists kdtree and knn" "$GROVE" --help; then
+    out_has "^  kdtree "
+    out_has "^  knn "
+fi
+
+if expect 0 "kdtree build CSV" "$GROVE" kdtree build "$kd/pts.csv" -o "$kd/t.kdt" \
+    --backend cpu --leaf-size 4; then
+    out_has "400 points, 3-D"
+    out_has "^options: leaf_size 4"
+    out_has "^nodes: [0-9]* ([0-9]* leaves"
+    out_has "depth [0-9]"
+    out_has "points/s"
+    out_has "^wrote $kd/t.kdt"
+    err_empty
+    head -c 8 "$kd/t.kdt" | grep -q "GROVE-KD" || fail "t.kdt does not start with the magic"
+fi
+if expect 0 "kdtree build --json" "$GROVE" kdtree build "$kd/pts.csv" -o "$kd/t_json.kdt" \
+    --json --backend cpu --leaf-size 4; then
+    cp "$tmp/out" "$kd/build.json"
+    json_valid "$kd/build.json"
+    json_check "$kd/build.json" "d['points'] == 400 and d['dims'] == 3 and d['leaf_size'] == 4"
+    json_check "$kd/build.json" "d['nodes'] >= 1 and d['leaves'] >= 1 and d['depth'] >= 1"
+    json_check "$kd/build.json" "d['backend'] == 'cpu' and d['build_ms'] >= 0"
+    cmp -s "$kd/t.kdt" "$kd/t_json.kdt" || fail "--json changed the tree"
+fi
+expect 0 "kdtree build 2-D" "$GROVE" kdtree build "$kd/pts2.csv" -o "$kd/t2.kdt" --backend cpu &&
+    out_has "300 points, 2-D"
+
+# kNN: from the tree and from the points (built on the fly, other leaf sizes) against brute
+# force; k = 1, 8, 50, and k > n (every point, in order).
+for k in 1 8 50 1000; do
+    brute_knn "$kd/pts.csv" "$kd/q.txt" $k >"$kd/want"
+    if expect 0 "knn TREE -k $k" "$GROVE" knn "$kd/t.kdt" "$kd/q.txt" -k $k --backend cpu; then
+        cmp -s "$tmp/out" "$kd/want" || fail "differs from brute force ($(wc -l <"$kd/want") lines)"
+        err_empty
+    fi
+    cp "$tmp/out" "$kd/from_tree"
+    if expect 0 "knn POINTS -k $k" "$GROVE" knn "$kd/pts.csv" "$kd/q.txt" -k $k --backend cpu \
+        --leaf-size 1; then
+        cmp -s "$tmp/out" "$kd/from_tree" || fail "points input differs from tree input"
+    fi
+done
+[ "$(wc -l <"$kd/want")" -eq $((40 * 400 + 1)) ] || { name="brute force"; fail "k > n rows"; }
+brute_knn "$kd/pts2.csv" "$kd/q2.csv" 7 >"$kd/want"
+if expect 0 "knn 2-D -k 7" "$GROVE" knn "$kd/pts2.csv" "$kd/q2.csv" -k 7 --backend cpu; then
+    cmp -s "$tmp/out" "$kd/want" || fail "differs from brute force"
+fi
+brute_knn "$kd/pts2.csv" "$kd/q2.csv" 7 >"$kd/want"
+if expect 0 "knn 2-D TREE -k 7 -o OUT" "$GROVE" knn "$kd/t2.kdt" "$kd/q2.csv" -k 7 \
+    -o "$kd/res.csv" --backend cpu; then
+    out_empty
+    cmp -s "$kd/res.csv" "$kd/want" || fail "OUT differs from brute force"
+fi
+
+# Radius: R = 3 lands exactly on distances (d2 = 9 must be included), capped and uncapped;
+# R = 0 finds the exact duplicates of the queries.
+for rk in "3 1000" "3 5" "2.5 3" "0 1000" "4.75 1"; do
+    # shellcheck disable=SC2086 # word splitting of $rk is intended
+    set -- $rk
+    brute_knn "$kd/pts.csv" "$kd/q.txt" "$2" "$1" >"$kd/want"
+    if expect 0 "knn --radius $1 -k $2" "$GROVE" knn "$kd/t.kdt" "$kd/q.txt" --radius "$1" \
+        -k "$2" --backend cpu; then
+        cmp -s "$tmp/out" "$kd/want" || fail "differs from brute force ($(wc -l <"$kd/want") lines)"
+    fi
+done
+brute_knn "$kd/pts.csv" "$kd/q.txt" 100000 3 >"$kd/want"
+if expect 0 "knn --radius 3 (no -k)" "$GROVE" knn "$kd/pts.csv" "$kd/q.txt" --radius 3 \
+    --backend cpu; then
+    cmp -s "$tmp/out" "$kd/want" || fail "differs from brute force"
+fi
+# queries on data points: distance 0 rows exist
+awk -F, 'NR > 1 && NR % 37 == 0 { print $1, $2, $3 }' "$kd/pts.csv" >"$kd/qd.txt"
+brute_knn "$kd/pts.csv" "$kd/qd.txt" 4 >"$kd/want"
+if expect 0 "knn queries on data points" "$GROVE" knn "$kd/t.kdt" "$kd/qd.txt" -k 4 \
+    --backend cpu; then
+    cmp -s "$tmp/out" "$kd/want" || fail "differs from brute force"
+    grep -q ',0$' "$tmp/out" || fail "no zero distance"
+fi
+
+# no points, or no queries: the header only
+echo "x,y,z" >"$kd/empty.csv"
+if expect 0 "knn (no points)" "$GROVE" knn "$kd/empty.csv" "$kd/q.txt" -k 3 --backend cpu; then
+    [ "$(cat "$tmp/out")" = "query,rank,index,distance" ] || fail "expected the header only"
+fi
+if expect 0 "knn (no queries)" "$GROVE" knn "$kd/t.kdt" "$kd/empty.csv" -k 3 --backend cpu; then
+    [ "$(cat "$tmp/out")" = "query,rank,index,distance" ] || fail "expected the header only"
+fi
+
+# bad input: exit 2, the reader's or the loader's message
+printf 'x y z\n1 2 3\n4 abc 6\n' >"$kd/badq.txt"
+if expect 2 "knn <bad query file>" "$GROVE" knn "$kd/t.kdt" "$kd/badq.txt" -k 2 --backend cpu; then
+    err_has "badq.txt:3: column 2 is not a number: 'abc'"
+    out_empty
+fi
+printf 'x,y,z\n1,2,3\n4,5,nan\n' >"$kd/nan.csv"
+expect 2 "kdtree build <NaN in CSV>" "$GROVE" kdtree build "$kd/nan.csv" -o "$kd/bad.kdt" \
+    --backend cpu && err_has "nan.csv:3: NaN in column 3"
+[ ! -e "$kd/bad.kdt" ] || fail "a tree was written for bad input"
+expect 2 "knn <bad points file>" "$GROVE" knn "$kd/nan.csv" "$kd/q.txt" -k 2 --backend cpu &&
+    err_has "nan.csv:3: NaN in column 3"
+expect 2 "knn <missing query file>" "$GROVE" knn "$kd/t.kdt" "$kd/nope.txt" -k 2 --backend cpu &&
+    err_has "nope.txt: cannot open"
+if expect 2 "knn dims mismatch (2-D queries, 3-D tree)" "$GROVE" knn "$kd/t.kdt" "$kd/q2.csv" \
+    -k 2 --backend cpu; then
+    err_has "q2.csv: the queries are 2-D but the points of .*t.kdt are 3-D"
+    out_empty
+fi
+expect 2 "knn dims mismatch (3-D queries, 2-D points)" "$GROVE" knn "$kd/pts2.csv" "$kd/q.txt" \
+    -k 2 --backend cpu && err_has "3-D but"
+head -c 100 "$kd/t.kdt" >"$kd/trunc.kdt"
+expect 2 "knn <truncated tree>" "$GROVE" knn "$kd/trunc.kdt" "$kd/q.txt" -k 2 --backend cpu &&
+    err_has "trunc.kdt: "
+cp "$kd/pts.csv" "$kd/notatree.kdt"
+expect 2 "knn <.kdt that is not a tree>" "$GROVE" knn "$kd/notatree.kdt" "$kd/q.txt" -k 2 \
+    --backend cpu && err_has "not a grove k-d tree file"
+expect 2 "kdtree build <a tree file>" "$GROVE" kdtree build "$kd/t.kdt" -o "$kd/bad.kdt" \
+    --backend cpu && err_has "is a saved k-d tree"
+expect 2 "knn <tree file as queries>" "$GROVE" knn "$kd/t.kdt" "$kd/t.kdt" -k 2 \
+    --backend cpu && err_has "is a saved k-d tree"
+
+# usage errors: exit 1, a message, nothing on stdout
+for args in "kdtree" "kdtree frobnicate" "kdtree build" "kdtree build @P" \
+    "kdtree build @P -o" "kdtree build @P -o @T --leaf-size 0" \
+    "kdtree build @P -o @T --leaf-size 65" "kdtree build @P -o @T --leaf-size x" \
+    "kdtree build @P @P -o @T" "kdtree build @P -o @T --frobnicate" \
+    "kdtree build @P -o @T --backend gpu" "kdtree build @P -o @T --json=1" \
+    "knn" "knn @P" "knn @P @Q" "knn @P @Q -k 0" "knn @P @Q -k 1000001" "knn @P @Q -k x" \
+    "knn @P @Q -k" "knn @P @Q -k 2 --radius -1" "knn @P @Q -k 2 --radius nan" \
+    "knn @P @Q -k 2 --radius inf" "knn @P @Q -k 2 --radius 1e999" "knn @P @Q --radius abc" \
+    "knn @P @Q @Q -k 2" "knn @P @Q -k 2 --leaf-size 99" "knn @P @Q -k 2 --backend gpu" \
+    "knn @P @Q -k 2 --frobnicate" "knn @P @Q -k 2 -o"; do
+    real=$(echo "$args" | sed "s#@P#$kd/pts.csv#g; s#@Q#$kd/q.txt#g; s#@T#$kd/u.kdt#g")
+    # shellcheck disable=SC2086
+    if expect 1 "grove $args" "$GROVE" $real; then
+        err_has "^grove: "
+        out_empty
+    fi
+done
+[ ! -e "$kd/u.kdt" ] || { name="kdtree usage errors"; fail "a usage error wrote a tree"; }
+
+# unwritable outputs: exit 3, and no file (partial or temporary) left behind
+if expect 3 "kdtree build -o <missing directory>" "$GROVE" kdtree build "$kd/pts.csv" \
+    -o "$kd/no/such/dir/t.kdt" --backend cpu; then
+    err_has "no/such/dir/t.kdt"
+    out_empty
+fi
+if expect 3 "knn -o <missing directory>" "$GROVE" knn "$kd/t.kdt" "$kd/q.txt" -k 2 \
+    -o "$kd/no/such/dir/r.csv" --backend cpu; then
+    err_has "no/such/dir/r.csv"
+    out_empty
+fi
+mkdir -p "$kd/blocked/t.kdt" "$kd/blocked/r.csv"
+expect 3 "kdtree build -o <a directory>" "$GROVE" kdtree build "$kd/pts.csv" \
+    -o "$kd/blocked/t.kdt" --backend cpu
+expect 3 "knn -o <a directory>" "$GROVE" knn "$kd/pts.csv" "$kd/q.txt" -k 2 \
+    -o "$kd/blocked/r.csv" --backend cpu
+leftovers=$(find "$kd/blocked" -type f | wc -l)
+[ "$leftovers" -eq 0 ] || fail "files left in $kd/blocked: $(find "$kd/blocked" -type f)"
+if [ "$(id -u)" -ne 0 ]; then
+    mkdir -p "$kd/readonly"
+    chmod 555 "$kd/readonly"
+    expect 3 "kdtree build -o <read-only directory>" "$GROVE" kdtree build "$kd/pts.csv" \
+        -o "$kd/readonly/t.kdt" --backend cpu
+    expect 3 "knn -o <read-only directory>" "$GROVE" knn "$kd/t.kdt" "$kd/q.txt" -k 2 \
+        -o "$kd/readonly/r.csv" --backend cpu
+    leftovers=$(find "$kd/readonly" -type f | wc -l)
+    [ "$leftovers" -eq 0 ] || fail "files left in the read-only directory"
+    chmod 755 "$kd/readonly"
+fi
+# a bad query file after -o: exit 2 and no output file
+expect 2 "knn <bad query file> -o OUT" "$GROVE" knn "$kd/t.kdt" "$kd/badq.txt" -k 2 \
+    -o "$kd/r_bad.csv" --backend cpu
+[ ! -e "$kd/r_bad.csv" ] || fail "an output file was left for bad input"
+leftovers=$(find "$kd" -name '*.tmp.*' | wc -l)
+[ "$leftovers" -eq 0 ] || { name="kdtree temporaries"; fail "temporary files left in $kd"; }
+
+if [ "$gpus" -eq 0 ]; then
+    if expect 3 "knn --backend cuda (no GPU)" "$GROVE" knn "$kd/t.kdt" "$kd/q.txt" -k 2 \
+        --backend cuda; then
+        err_has "cannot use the cuda backend"
+        out_empty
+    fi
 fi
 
 if [ "$fails" -ne 0 ]; then

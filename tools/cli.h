@@ -173,6 +173,8 @@ int cmd_info(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_quadtree(int argc, char **argv);
+int cmd_kdtree(int argc, char **argv); /* cmd_kdtree.c: `grove kdtree build` */
+int cmd_knn(int argc, char **argv);    /* cmd_kdtree.c: `grove knn` */
 
 /* ---- demo parts ----
  * `grove demo` runs one part per module on generated data; a part runs its steps and records
@@ -202,6 +204,8 @@ void cli_demo_row(cli_demo *d, const char *module, const char *step, size_t n, d
 int cli_demo_prim(cli_demo *d);
 /* The quadtree part (cmd_demo.c), same contract. */
 int cli_demo_quadtree(cli_demo *d);
+/* The k-d tree part (cmd_demo.c), same contract. */
+int cli_demo_kdtree(cli_demo *d);
 
 /* Draws tree t to an SVG file at path (cmd_quadtree.c): points (a deterministic sample above
  * 100,000) and node boxes (down to the deepest level with at most 50,000 boxes). `what` names

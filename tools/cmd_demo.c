@@ -20,6 +20,7 @@
 
 #include "quadtree_check.h" /* the structural validator the tests use */
 #include "cli.h"
+#include "grove/kdtree.h"
 #include "grove/prim.h"
 #include "grove/quadtree.h"
 
@@ -33,6 +34,7 @@ typedef struct demo_part {
 static const demo_part parts[] = {
     {"prim", cli_demo_prim},
     {"quadtree", cli_demo_quadtree},
+    {"kdtree", cli_demo_kdtree},
 };
 #define NUM_PARTS ((int)(sizeof parts / sizeof parts[0]))
 
@@ -1026,5 +1028,283 @@ int cli_demo_quadtree(cli_demo *d)
     }
     grove_quadtree_destroy(morton);
     free(pts.xyz);
+    return 0;
+}
+
+/* ---- the k-d tree module's part ---- */
+
+/* The demo stays quick on a CPU: above this the k-d tree part uses the first KD_MAX_N points. */
+#define KD_MAX_N ((size_t)1000000)
+#define KD_NQ 10000
+#define KD_K 8
+/* queries checked against brute force (each one a pass over every point) */
+#define KD_NCHECK 200
+
+/* Clustered 3-D points in a 1000 x 600 x 400 box: Gaussian clusters, a uniform background and
+ * exact duplicates of earlier points (ties at equal distance, leaves that cannot split). */
+static void kd_fill_points(demo_rng *r, float *p, size_t n)
+{
+    enum { CLUSTERS = 7 };
+    static const double ext[3] = {1000.0, 600.0, 400.0};
+    double c[CLUSTERS][3], sd[CLUSTERS];
+    for (int k = 0; k < CLUSTERS; k++) {
+        for (int j = 0; j < 3; j++) c[k][j] = ext[j] * (double)(rng_next(r) >> 11) * 0x1p-53;
+        sd[k] = 1.0 + 40.0 * (double)(rng_next(r) >> 11) * 0x1p-53;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = rng_next(r);
+        unsigned kind = (unsigned)(v % 100);
+        if (kind < 4 && i > 0) {
+            size_t j = (size_t)((v >> 8) % i);
+            memcpy(p + 3 * i, p + 3 * j, 3 * sizeof(float));
+        } else if (kind < 20) {
+            for (int j = 0; j < 3; j++)
+                p[3 * i + j] = (float)(ext[j] * (double)(rng_next(r) >> 11) * 0x1p-53);
+        } else {
+            int k = (int)((v >> 8) % CLUSTERS);
+            for (int j = 0; j < 3; j++) {
+                /* Box-Muller, one coordinate per pair of draws */
+                double u1 = ((double)(rng_next(r) >> 11) + 0.5) * 0x1p-53;
+                double u2 = (double)(rng_next(r) >> 11) * 0x1p-53;
+                p[3 * i + j] = (float)(c[k][j] + sd[k] * sqrt(-2.0 * log(u1)) *
+                                                     cos(6.283185307179586 * u2));
+            }
+        }
+    }
+}
+
+/* The tree's defining properties: preorder links, each child range splitting its parent's, the
+ * split rule, tight boxes, leaf sizes, the index a permutation mapping tree points to the
+ * input's. Returns 1, or 0 after reporting the first violation. */
+static int kd_valid(const char *step, const grove_kdtree *t, const float *pts, size_t n,
+                    int leaf_size)
+{
+    const grove_kdtree_node *nd = grove_kdtree_nodes(t);
+    const double *bounds = grove_kdtree_bounds(t);
+    const float *tp = (const float *)grove_kdtree_points(t);
+    const uint64_t *ix = grove_kdtree_index(t);
+    size_t nn = grove_kdtree_num_nodes(t), top = 0, next = 0;
+    size_t *stack = NULL;
+    unsigned char *seen = NULL;
+    int ok = 1;
+    if (grove_kdtree_num_points(t) != n || grove_kdtree_dims(t) != 3 ||
+        grove_kdtree_coord_type(t) != GROVE_COORD_F32 || nn == 0 || !nd || !bounds)
+        return check_fail(step, "wrong point count, dims, type or no nodes");
+    stack = (size_t *)malloc(nn * sizeof *stack);
+    seen = (unsigned char *)calloc(n ? n : 1, 1);
+    if (!stack || !seen) {
+        free(stack);
+        free(seen);
+        return check_fail(step, "out of host memory for the check");
+    }
+    for (size_t i = 0; ok && i < n; i++) {
+        if (ix[i] >= n || seen[ix[i]]++)
+            ok = check_fail(step, "index is not a permutation (tree point %zu)", i);
+        else if (memcmp(tp + 3 * i, pts + 3 * ix[i], 3 * sizeof(float)) != 0)
+            ok = check_fail(step, "tree point %zu is not input point %llu", i,
+                            (unsigned long long)ix[i]);
+    }
+    if (ok && (nd[0].begin != 0 || nd[0].end != n)) ok = check_fail(step, "root range");
+    stack[top++] = 0;
+    while (ok && top > 0) {
+        size_t i = stack[--top];
+        const grove_kdtree_node *a = &nd[i];
+        const double *lo = bounds + 6 * i, *hi = lo + 3;
+        double mn[3] = {INFINITY, INFINITY, INFINITY}, mx[3] = {-INFINITY, -INFINITY, -INFINITY};
+        int all_equal = 1;
+        if (i != next++) {
+            ok = check_fail(step, "node %zu is not in preorder", i);
+            break;
+        }
+        for (uint64_t p = a->begin; p < a->end; p++)
+            for (int j = 0; j < 3; j++) {
+                double v = (double)tp[3 * p + j];
+                if (v < mn[j]) mn[j] = v;
+                if (v > mx[j]) mx[j] = v;
+                if (v != (double)tp[3 * a->begin + j]) all_equal = 0;
+            }
+        for (int j = 0; ok && j < 3; j++)
+            /* -0 and +0 compare equal: the build stores +0 */
+            if (lo[j] != mn[j] || hi[j] != mx[j])
+                ok = check_fail(step, "node %zu: box is not the tight box of its points", i);
+        if (!ok) break;
+        if (a->kind == GROVE_KDTREE_LEAF) {
+            if (a->right != 0 || (a->end - a->begin > (uint64_t)leaf_size && !all_equal))
+                ok = check_fail(step, "leaf %zu: %llu points, leaf size %d", i,
+                                (unsigned long long)(a->end - a->begin), leaf_size);
+            continue;
+        }
+        if (a->axis < 0 || a->axis > 2 || a->right <= i + 1 || a->right >= nn ||
+            nd[i + 1].begin != a->begin || nd[i + 1].end != nd[a->right].begin ||
+            nd[a->right].end != a->end) {
+            ok = check_fail(step, "node %zu: bad axis, links or child ranges", i);
+            break;
+        }
+        for (uint64_t p = a->begin; ok && p < a->end; p++) {
+            int left = p < nd[i + 1].end;
+            if (((double)tp[3 * p + a->axis] < a->split) != left)
+                ok = check_fail(step, "node %zu: point %llu on the wrong side of the split", i,
+                                (unsigned long long)p);
+        }
+        stack[top++] = (size_t)a->right;
+        stack[top++] = i + 1;
+    }
+    if (ok && next != nn) ok = check_fail(step, "%zu of %zu nodes reachable", next, nn);
+    free(stack);
+    free(seen);
+    return ok;
+}
+
+static int kd_same_tree(const char *step, const grove_kdtree *a, const grove_kdtree *b)
+{
+    size_t nn = grove_kdtree_num_nodes(a), n = grove_kdtree_num_points(a);
+    if (nn != grove_kdtree_num_nodes(b) || n != grove_kdtree_num_points(b) ||
+        memcmp(grove_kdtree_nodes(a), grove_kdtree_nodes(b), nn * sizeof(grove_kdtree_node)) ||
+        memcmp(grove_kdtree_bounds(a), grove_kdtree_bounds(b), nn * 6 * sizeof(double)) ||
+        (n && (memcmp(grove_kdtree_points(a), grove_kdtree_points(b), 3 * n * sizeof(float)) ||
+               memcmp(grove_kdtree_index(a), grove_kdtree_index(b), n * sizeof(uint64_t)))))
+        return check_fail(step, "the tree differs from the CPU backend's");
+    return 1;
+}
+
+static int kd_step_build(cli_demo *d, const grove_coords *pts, grove_kdtree **out)
+{
+    const char *step = "kdtree build (3-D)";
+    grove_kdtree_opts o;
+    grove_kdtree *ref = NULL;
+    grove_status s, rs;
+    double ms;
+    int ok = 1;
+    grove_kdtree_default_opts(&o);
+    *out = NULL;
+    TIMED(s, ms, grove_kdtree_build(d->ctx, pts, &o, out));
+    if (s == GROVE_OK) {
+        ok = kd_valid(step, *out, (const float *)pts->data, pts->n, o.leaf_size);
+        if (ok && d->ref) {
+            rs = grove_kdtree_build(d->ref, pts, &o, &ref);
+            ok = ref_ran(d, step, rs) && kd_same_tree(step, *out, ref);
+            grove_kdtree_destroy(ref);
+        }
+    }
+    cli_demo_row(d, "kdtree", step, pts->n, ms, s, d->ctx, ok);
+    return 0;
+}
+
+/* Brute force for one query: the KD_K best by (squared distance, index), computed the way the
+ * API specifies (double differences, squares and sums each rounded on their own, axis order).
+ * Scanning in index order, a candidate goes after the kept ones at the same distance. */
+static int kd_brute(const float *p, size_t n, const float *q, uint64_t *bi, double *bd)
+{
+    int have = 0;
+    for (size_t i = 0; i < n; i++) {
+        double s = 0.0;
+        int pos;
+        for (int j = 0; j < 3; j++) {
+            double dx = (double)p[3 * i + j] - (double)q[j];
+            double a = dx * dx;
+            s = s + a;
+        }
+        if (have == KD_K && !(s < bd[KD_K - 1])) continue;
+        pos = have < KD_K ? have++ : KD_K - 1;
+        while (pos > 0 && bd[pos - 1] > s) {
+            bd[pos] = bd[pos - 1];
+            bi[pos] = bi[pos - 1];
+            pos--;
+        }
+        bd[pos] = s;
+        bi[pos] = i;
+    }
+    return have;
+}
+
+static int kd_step_knn(cli_demo *d, const grove_coords *pts, const grove_kdtree *t)
+{
+    const char *step = "kdtree knn (10^4 queries, k=8)";
+    const float *p = (const float *)pts->data;
+    size_t n = pts->n;
+    void *bufs[5];
+    const size_t bytes[5] = {3 * KD_NQ * sizeof(float), KD_NQ * KD_K * sizeof(uint64_t),
+                             KD_NQ * KD_K * sizeof(double), KD_NQ * KD_K * sizeof(uint64_t),
+                             KD_NQ * KD_K * sizeof(double)};
+    float *q;
+    uint64_t *idx, *ridx;
+    double *d2, *rd2;
+    grove_coords qc;
+    demo_rng r = rng_for(d, 31);
+    grove_status s, rs;
+    double ms;
+    int ok = 1;
+    if (alloc_all(bufs, bytes, 5) != 0) return -1;
+    q = (float *)bufs[0];
+    idx = (uint64_t *)bufs[1];
+    d2 = (double *)bufs[2];
+    ridx = (uint64_t *)bufs[3];
+    rd2 = (double *)bufs[4];
+    for (size_t j = 0; j < KD_NQ; j++) {
+        if (j % 3 == 1 && n) {
+            /* on a data point: it and its duplicates tie at distance 0 */
+            memcpy(q + 3 * j, p + 3 * (rng_next(&r) % n), 3 * sizeof(float));
+        } else {
+            static const double ext[3] = {1000.0, 600.0, 400.0};
+            for (int k = 0; k < 3; k++)
+                q[3 * j + k] =
+                    (float)(ext[k] * (-0.1 + 1.2 * (double)(rng_next(&r) >> 11) * 0x1p-53));
+        }
+    }
+    qc.data = q;
+    qc.n = KD_NQ;
+    qc.dims = 3;
+    qc.type = GROVE_COORD_F32;
+    TIMED(s, ms, grove_kdtree_knn(d->ctx, t, &qc, KD_K, idx, d2));
+    if (s == GROVE_OK) {
+        for (size_t c = 0; ok && c < KD_NCHECK; c++) {
+            size_t j = c * KD_NQ / KD_NCHECK + c % 3; /* every kind of query */
+            uint64_t bi[KD_K];
+            double bd[KD_K];
+            int have = kd_brute(p, n, q + 3 * j, bi, bd);
+            for (int m = 0; ok && m < KD_K; m++) {
+                uint64_t want_i = m < have ? bi[m] : UINT64_MAX;
+                double want_d = m < have ? bd[m] : INFINITY;
+                if (idx[j * KD_K + m] != want_i || d2[j * KD_K + m] != want_d)
+                    ok = check_fail(step, "query %zu, rank %d: index %llu, brute force %llu", j, m,
+                                    (unsigned long long)idx[j * KD_K + m],
+                                    (unsigned long long)want_i);
+            }
+        }
+        if (ok && d->ref) {
+            rs = grove_kdtree_knn(d->ref, t, &qc, KD_K, ridx, rd2);
+            ok = ref_ran(d, step, rs) && same_as_ref(step, idx, ridx, bytes[1]) &&
+                 same_as_ref(step, d2, rd2, bytes[2]);
+        }
+    }
+    cli_demo_row(d, "kdtree", step, n, ms, s, d->ctx, ok);
+    free_all(bufs, 5);
+    return 0;
+}
+
+int cli_demo_kdtree(cli_demo *d)
+{
+    grove_coords pts;
+    grove_kdtree *t = NULL;
+    size_t n = d->n < KD_MAX_N ? d->n : KD_MAX_N;
+    demo_rng r = rng_for(d, 30);
+    float *p = (float *)malloc(n ? 3 * n * sizeof(float) : 1);
+    if (!p) {
+        cli_error("demo", "out of host memory (%zu points)", n);
+        return -1;
+    }
+    kd_fill_points(&r, p, n);
+    pts.data = p;
+    pts.n = n;
+    pts.dims = 3;
+    pts.type = GROVE_COORD_F32;
+    kd_step_build(d, &pts, &t);
+    if (t && kd_step_knn(d, &pts, t) != 0) {
+        grove_kdtree_destroy(t);
+        free(p);
+        return -1;
+    }
+    grove_kdtree_destroy(t);
+    free(p);
     return 0;
 }

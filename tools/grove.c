@@ -7,14 +7,14 @@
 
 #include "cli.h"
 
-/* Belongs in cli.h beside the other subcommands; declared here until it is there. */
-
 /* Adding a subcommand: write cmd_x.c, declare it in cli.h, add one line here. */
 static const cli_command commands[] = {
     {"info", "show the version, the backends compiled in and the GPUs found", cmd_info},
     {"demo", "run every module on generated data and check the results", cmd_demo},
     {"bench", "benchmarks (grove bench prim, grove bench quadtree)", cmd_bench},
     {"quadtree", "2-D point quadtrees: build, draw (SVG), box and kNN queries", cmd_quadtree},
+    {"kdtree", "k-d trees of 2-D and 3-D points: build and save", cmd_kdtree},
+    {"knn", "k nearest neighbours, or those within a radius, from a k-d tree", cmd_knn},
 };
 #define NUM_COMMANDS ((int)(sizeof commands / sizeof commands[0]))
 
