@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "cli.h"
+#include "grove/io.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -447,4 +448,101 @@ void cli_outfile_abort(cli_outfile *o)
     free(o->tmp_path);
     free(o->path);
     memset(o, 0, sizeof *o);
+}
+
+/* ---- helpers of the commands that read point files and write result rows ---- */
+
+int cli_file_has_magic(const char *path, const char *magic)
+{
+    char m[8];
+    size_t got;
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    got = fread(m, 1, sizeof m, f);
+    fclose(f);
+    return got == sizeof m && memcmp(m, magic, sizeof m) == 0;
+}
+
+int cli_has_extension(const char *path, const char *ext)
+{
+    size_t len = strlen(path), el = strlen(ext);
+    if (len <= el) return 0;
+    for (size_t i = 0; i < el; i++) {
+        char a = path[len - el + i], b = ext[i];
+        if (a >= 'A' && a <= 'Z') a = (char)(a - 'A' + 'a');
+        if (a != b) return 0;
+    }
+    return 1;
+}
+
+int cli_probe_output(const char *path, const char *what)
+{
+    cli_outfile o;
+    if (cli_outfile_open(&o, path, what) != 0) return CLI_EXIT_FAILURE;
+    cli_outfile_abort(&o);
+    return 0;
+}
+
+int cli_read_points(grove_ctx *ctx, const char *what, const char *path, int dims, grove_points *pts,
+                    double *ms)
+{
+    double t0 = cli_now_ms();
+    grove_status s;
+    memset(pts, 0, sizeof *pts);
+    if (cli_file_has_magic(path, "GROVE-KD") || cli_file_has_magic(path, "GROVE-QT")) {
+        cli_error(what, "%s: is a saved %s, not a point file", path,
+                  cli_file_has_magic(path, "GROVE-KD") ? "k-d tree" : "quadtree");
+        return CLI_EXIT_BAD_INPUT;
+    }
+    s = grove_points_read(ctx, path, GROVE_POINTS_AUTO, dims, pts);
+    if (ms) *ms = cli_now_ms() - t0;
+    if (s == GROVE_OK) return CLI_EXIT_OK;
+    if (s == GROVE_ERR_BAD_INPUT || s == GROVE_ERR_IO || s == GROVE_ERR_LIMIT)
+        cli_error(what, "%s", grove_ctx_last_error(ctx));
+    else
+        cli_report_status(what, "reading the points", s, ctx);
+    /* an over-long line is malformed input too */
+    return s == GROVE_ERR_LIMIT ? CLI_EXIT_BAD_INPUT : cli_exit_code(s, CLI_CAUSE_INPUT);
+}
+
+void cli_ob_flush(cli_out_buf *b)
+{
+    if (b->len) fwrite(b->buf, 1, b->len, b->f);
+    b->len = 0;
+}
+
+static void ob_reserve(cli_out_buf *b, size_t need)
+{
+    if (b->len + need > sizeof b->buf) cli_ob_flush(b);
+}
+
+void cli_ob_u64(cli_out_buf *b, unsigned long long v)
+{
+    char tmp[24];
+    int k = 0;
+    ob_reserve(b, sizeof tmp);
+    do {
+        tmp[k++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (k) b->buf[b->len++] = tmp[--k];
+}
+
+void cli_ob_char(cli_out_buf *b, char c)
+{
+    ob_reserve(b, 1);
+    b->buf[b->len++] = c;
+}
+
+void cli_ob_str(cli_out_buf *b, const char *s)
+{
+    size_t len = strlen(s);
+    if (len > sizeof b->buf) {
+        cli_ob_flush(b);
+        fwrite(s, 1, len, b->f);
+        return;
+    }
+    ob_reserve(b, len);
+    memcpy(b->buf + b->len, s, len);
+    b->len += len;
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "grove/grove.h"
+#include "grove/io.h"
 
 /* Exit codes of the tool. */
 enum {
@@ -31,6 +32,36 @@ typedef enum cli_cause {
 /* BAD_INPUT -> 2; IO -> 2 when reading input, else 3; INVALID_ARG -> 1 when it comes from the
  * user's options, else 3 (grove passed itself a bad argument); anything else -> 3. */
 int cli_exit_code(grove_status s, cli_cause cause);
+
+/* ---- helpers of the commands that read point files and write result rows ---- */
+
+/* 1 if the file at path starts with the 8 bytes of magic (a tree file), else 0. */
+int cli_file_has_magic(const char *path, const char *magic);
+
+/* 1 if path ends in `ext` (".qt"), upper or lower case. */
+int cli_has_extension(const char *path, const char *ext);
+
+/* Tries to create a file beside `path` (and removes it), so that an unwritable output fails
+ * before the work. Returns 0 or CLI_EXIT_FAILURE (after the message). */
+int cli_probe_output(const char *path, const char *what);
+
+/* Reads a point file with the io module (dims as grove_points_read: 0 takes the file's, 2 reads
+ * x and y only); messages are the reader's ("pts.csv:3: ..."). A saved grove tree (GROVE-QT or
+ * GROVE-KD magic) is refused with a message saying what it is. *ms (may be NULL) receives the
+ * time. Returns an exit code. */
+int cli_read_points(grove_ctx *ctx, const char *what, const char *path, int dims, grove_points *pts,
+                    double *ms);
+
+/* Buffered output of result rows, several times faster than printf for millions of rows. */
+typedef struct cli_out_buf {
+    FILE *f;
+    size_t len;
+    char buf[1 << 16];
+} cli_out_buf;
+void cli_ob_flush(cli_out_buf *b);
+void cli_ob_u64(cli_out_buf *b, unsigned long long v);
+void cli_ob_char(cli_out_buf *b, char c);
+void cli_ob_str(cli_out_buf *b, const char *s);
 
 /* A subcommand: argv[0] is `name`. */
 typedef struct cli_command {
@@ -188,9 +219,9 @@ struct cli_demo {
     size_t n;       /* elements per step */
     unsigned long long seed;
     const char *out_dir; /* --out DIR for parts that write a file there; NULL without it */
-    int quiet;    /* warm-up pass: rows are only shown when they fail */
-    int failures; /* steps whose check failed or whose call returned an error */
-    void *rows;   /* internal: the recorded rows */
+    int quiet;           /* warm-up pass: rows are only shown when they fail */
+    int failures;        /* steps whose check failed or whose call returned an error */
+    void *rows;          /* internal: the recorded rows */
     int nrows, cap;
 };
 
@@ -213,7 +244,6 @@ int cli_demo_kdtree(cli_demo *d);
  * level. Returns 0 or an exit code after printing the error. */
 struct grove_quadtree;
 int cli_quadtree_svg(const struct grove_quadtree *t, const char *path, const char *what,
-                     const char *title, size_t *points_drawn, size_t *boxes_drawn,
-                     int *box_level);
+                     const char *title, size_t *points_drawn, size_t *boxes_drawn, int *box_level);
 
 #endif /* GROVE_CLI_H */

@@ -25,7 +25,6 @@
 #include "grove/kdtree.h"
 
 #define KD_MAGIC "GROVE-KD"
-#define QT_MAGIC "GROVE-QT"
 #define MAX_K 1000000L
 /* neighbours (index + squared distance, 16 bytes) per query batch */
 #define BATCH_ENTRIES ((size_t)1 << 22)
@@ -186,61 +185,6 @@ static int parse_radius(cli_parser *p, double *out)
 
 /* ---- small helpers ---- */
 
-/* 1 if the file starts with `magic` (8 bytes). A file that cannot be read is left to the
- * reader, whose message says why. */
-static int has_magic(const char *path, const char *magic)
-{
-    char m[8];
-    size_t got;
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    got = fread(m, 1, sizeof m, f);
-    fclose(f);
-    return got == sizeof m && memcmp(m, magic, sizeof m) == 0;
-}
-
-/* A .kdt file is meant to be a tree: without the magic the loader's message ("not a grove k-d
- * tree file") says more than the point reader's would. */
-static int has_kdt_extension(const char *path)
-{
-    size_t len = strlen(path);
-    return len > 4 && (strcmp(path + len - 4, ".kdt") == 0 || strcmp(path + len - 4, ".KDT") == 0);
-}
-
-/* Tries to create a file beside `path` (and removes it), so that an unwritable output fails
- * before the work. Returns 0 or CLI_EXIT_FAILURE (after the message). */
-static int probe_output(const char *path, const char *what)
-{
-    cli_outfile o;
-    if (cli_outfile_open(&o, path, what) != 0) return CLI_EXIT_FAILURE;
-    cli_outfile_abort(&o);
-    return 0;
-}
-
-/* Reads a point file (dims as the file has) with the io module; its messages name the file and
- * line. Saved trees are refused with a message that says what they are. */
-static int read_points(grove_ctx *ctx, const char *what, const char *path, grove_points *pts,
-                       double *ms)
-{
-    double t0 = cli_now_ms();
-    grove_status s;
-    memset(pts, 0, sizeof *pts);
-    if (has_magic(path, KD_MAGIC) || has_magic(path, QT_MAGIC)) {
-        cli_error(what, "%s: is a saved %s, not a point file", path,
-                  has_magic(path, KD_MAGIC) ? "k-d tree" : "quadtree");
-        return CLI_EXIT_BAD_INPUT;
-    }
-    s = grove_points_read(ctx, path, GROVE_POINTS_AUTO, 0, pts);
-    if (ms) *ms = cli_now_ms() - t0;
-    if (s == GROVE_OK) return CLI_EXIT_OK;
-    if (s == GROVE_ERR_BAD_INPUT || s == GROVE_ERR_IO || s == GROVE_ERR_LIMIT)
-        cli_error(what, "%s", grove_ctx_last_error(ctx));
-    else
-        cli_report_status(what, "reading the points", s, ctx);
-    /* an over-long line is malformed input too */
-    return s == GROVE_ERR_LIMIT ? CLI_EXIT_BAD_INPUT : cli_exit_code(s, CLI_CAUSE_INPUT);
-}
-
 static int build_tree(grove_ctx *ctx, const char *what, const grove_points *pts,
                       const grove_kdtree_opts *o, grove_kdtree **t, double *ms)
 {
@@ -257,7 +201,7 @@ static int build_tree(grove_ctx *ctx, const char *what, const grove_points *pts,
 static int obtain_tree(grove_ctx *ctx, const kd_args *a, grove_kdtree **t)
 {
     *t = NULL;
-    if (has_magic(a->input, KD_MAGIC) || has_kdt_extension(a->input)) {
+    if (cli_file_has_magic(a->input, KD_MAGIC) || cli_has_extension(a->input, ".kdt")) {
         grove_status s;
         if (a->leaf_given)
             cli_error(a->what, "note: --leaf-size is ignored: '%s' is a tree file, already built",
@@ -271,7 +215,7 @@ static int obtain_tree(grove_ctx *ctx, const kd_args *a, grove_kdtree **t)
         return cli_exit_code(s, CLI_CAUSE_INPUT);
     } else {
         grove_points pts;
-        int rc = read_points(ctx, a->what, a->input, &pts, NULL);
+        int rc = cli_read_points(ctx, a->what, a->input, 0, &pts, NULL);
         if (rc != CLI_EXIT_OK) return rc;
         rc = build_tree(ctx, a->what, &pts, &a->opts, t, NULL);
         grove_points_free(&pts);
@@ -279,62 +223,18 @@ static int obtain_tree(grove_ctx *ctx, const kd_args *a, grove_kdtree **t)
     }
 }
 
-/* Buffered output, several times faster than printf for millions of rows. */
-typedef struct out_buf {
-    FILE *f;
-    size_t len;
-    char buf[1 << 16];
-} out_buf;
-
-static void ob_flush(out_buf *b)
-{
-    if (b->len) fwrite(b->buf, 1, b->len, b->f);
-    b->len = 0;
-}
-
-static void ob_reserve(out_buf *b, size_t need)
-{
-    if (b->len + need > sizeof b->buf) ob_flush(b);
-}
-
-static void ob_u64(out_buf *b, uint64_t v)
-{
-    char tmp[24];
-    int k = 0;
-    ob_reserve(b, sizeof tmp);
-    do {
-        tmp[k++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (k) b->buf[b->len++] = tmp[--k];
-}
-
-static void ob_char(out_buf *b, char c)
-{
-    ob_reserve(b, 1);
-    b->buf[b->len++] = c;
-}
-
-static void ob_str(out_buf *b, const char *s)
-{
-    size_t len = strlen(s);
-    ob_reserve(b, len);
-    memcpy(b->buf + b->len, s, len);
-    b->len += len;
-}
-
 /* One CSV row: query,rank,index,distance (the square root of the API's squared distance). */
-static void ob_row(out_buf *b, size_t q, size_t rank, uint64_t index, double dist2)
+static void ob_row(cli_out_buf *b, size_t q, size_t rank, uint64_t index, double dist2)
 {
     char num[40];
-    ob_u64(b, q);
-    ob_char(b, ',');
-    ob_u64(b, rank);
-    ob_char(b, ',');
-    ob_u64(b, index);
-    ob_char(b, ',');
+    cli_ob_u64(b, q);
+    cli_ob_char(b, ',');
+    cli_ob_u64(b, rank);
+    cli_ob_char(b, ',');
+    cli_ob_u64(b, index);
+    cli_ob_char(b, ',');
     snprintf(num, sizeof num, "%.9g\n", sqrt(dist2));
-    ob_str(b, num);
+    cli_ob_str(b, num);
 }
 
 /* ---- kdtree build ---- */
@@ -397,11 +297,11 @@ static int kd_build(int argc, char **argv)
         usage_build(stderr);
         return CLI_EXIT_USAGE;
     }
-    if (probe_output(a.out, a.what)) return CLI_EXIT_FAILURE;
+    if (cli_probe_output(a.out, a.what)) return CLI_EXIT_FAILURE;
 
     rc = cli_ctx_create(a.what, a.backend, &ctx);
     if (rc != CLI_EXIT_OK) return rc;
-    rc = read_points(ctx, a.what, a.input, &pts, &read_ms);
+    rc = cli_read_points(ctx, a.what, a.input, 0, &pts, &read_ms);
     if (rc == CLI_EXIT_OK) rc = build_tree(ctx, a.what, &pts, &a.opts, &t, &build_ms);
     grove_points_free(&pts);
     if (rc != CLI_EXIT_OK) goto done;
@@ -470,7 +370,7 @@ done:
 
 /* Runs the queries in batches and writes the rows to ob. Returns an exit code. */
 static int run_queries(grove_ctx *ctx, const kd_args *a, const grove_kdtree *t,
-                       const grove_points *q, out_buf *ob)
+                       const grove_points *q, cli_out_buf *ob)
 {
     size_t n = grove_kdtree_num_points(t), nq = q->n, dims = (size_t)q->dims;
     /* k beyond the tree's points would only add empty slots */
@@ -544,7 +444,7 @@ int cmd_knn(int argc, char **argv)
     grove_points qpts = {NULL, 0, 0};
     cli_outfile of;
     int rc, to_file = 0;
-    static out_buf ob;
+    static cli_out_buf ob;
 
     args_init(&a, "knn");
     memset(&of, 0, sizeof of);
@@ -567,8 +467,9 @@ int cmd_knn(int argc, char **argv)
     }
     if (p.exit) return p.exit;
     if (!a.input || !a.queries) {
-        cli_error(a.what, "%s", !a.input ? "no input given (POINTS or TREE, then QUERIES)"
-                                         : "no query file given (QUERIES)");
+        cli_error(a.what, "%s",
+                  !a.input ? "no input given (POINTS or TREE, then QUERIES)"
+                           : "no query file given (QUERIES)");
         usage_knn(stderr);
         return CLI_EXIT_USAGE;
     }
@@ -583,7 +484,7 @@ int cmd_knn(int argc, char **argv)
     }
     rc = cli_ctx_create(a.what, a.backend, &ctx);
     /* the queries first: a bad query file fails before a long build */
-    if (rc == CLI_EXIT_OK) rc = read_points(ctx, a.what, a.queries, &qpts, NULL);
+    if (rc == CLI_EXIT_OK) rc = cli_read_points(ctx, a.what, a.queries, 0, &qpts, NULL);
     if (rc == CLI_EXIT_OK) rc = obtain_tree(ctx, &a, &t);
     if (rc != CLI_EXIT_OK) goto done;
     if (qpts.n > 0 && qpts.dims != grove_kdtree_dims(t)) {
@@ -595,9 +496,9 @@ int cmd_knn(int argc, char **argv)
 
     ob.f = to_file ? of.f : stdout;
     ob.len = 0;
-    ob_str(&ob, "query,rank,index,distance\n");
+    cli_ob_str(&ob, "query,rank,index,distance\n");
     rc = run_queries(ctx, &a, t, &qpts, &ob);
-    ob_flush(&ob);
+    cli_ob_flush(&ob);
     if (rc != CLI_EXIT_OK) goto done;
     if (to_file) {
         to_file = 0; /* committed or aborted either way */

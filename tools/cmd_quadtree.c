@@ -314,53 +314,6 @@ static int args_finish(cli_parser *p, qt_args *a)
 
 /* ---- small helpers ---- */
 
-/* 1 if the file starts with the quadtree magic. A file that cannot be read is left to the
- * point reader, whose message says why. */
-static int is_tree_file(const char *path)
-{
-    char m[sizeof QT_MAGIC - 1];
-    size_t got;
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    got = fread(m, 1, sizeof m, f);
-    fclose(f);
-    return got == sizeof m && memcmp(m, QT_MAGIC, sizeof m) == 0;
-}
-
-/* A .qt file is meant to be a tree: without the magic it is a broken tree, and the loader says
- * so better than the point reader would. */
-static int has_qt_extension(const char *path)
-{
-    size_t len = strlen(path);
-    return len > 3 && (strcmp(path + len - 3, ".qt") == 0 || strcmp(path + len - 3, ".QT") == 0);
-}
-
-/* Tries to create a file beside `path` (and removes it), so that an unwritable output fails
- * before the work. Returns 0 or CLI_EXIT_FAILURE (after the message). */
-static int probe_output(const char *path, const char *what)
-{
-    cli_outfile o;
-    if (cli_outfile_open(&o, path, what) != 0) return CLI_EXIT_FAILURE;
-    cli_outfile_abort(&o);
-    return 0;
-}
-
-/* Reads a point file with the io module; messages are the reader's ("pts.csv:3: ..."). */
-static int read_points(grove_ctx *ctx, const char *what, const char *path, grove_points *pts,
-                       double *ms)
-{
-    double t0 = cli_now_ms();
-    grove_status s = grove_points_read(ctx, path, GROVE_POINTS_AUTO, 2, pts);
-    if (ms) *ms = cli_now_ms() - t0;
-    if (s == GROVE_OK) return CLI_EXIT_OK;
-    if (s == GROVE_ERR_BAD_INPUT || s == GROVE_ERR_IO || s == GROVE_ERR_LIMIT)
-        cli_error(what, "%s", grove_ctx_last_error(ctx));
-    else
-        cli_report_status(what, "reading the points", s, ctx);
-    /* an over-long line is malformed input too */
-    return s == GROVE_ERR_LIMIT ? CLI_EXIT_BAD_INPUT : cli_exit_code(s, CLI_CAUSE_INPUT);
-}
-
 static int build_tree(grove_ctx *ctx, const char *what, const grove_points *pts,
                       const grove_quadtree_opts *o, grove_quadtree **t, double *ms)
 {
@@ -378,7 +331,7 @@ static int build_tree(grove_ctx *ctx, const char *what, const grove_points *pts,
 static int obtain_tree(grove_ctx *ctx, const qt_args *a, grove_quadtree **t)
 {
     *t = NULL;
-    if (is_tree_file(a->input) || has_qt_extension(a->input)) {
+    if (cli_file_has_magic(a->input, QT_MAGIC) || cli_has_extension(a->input, ".qt")) {
         grove_status s;
         static const char *const names[] = {"--max-depth", "--min-points", "--method", "--bbox"};
         for (int j = 0; j < 4; j++)
@@ -394,61 +347,12 @@ static int obtain_tree(grove_ctx *ctx, const qt_args *a, grove_quadtree **t)
         return cli_exit_code(s, CLI_CAUSE_INPUT);
     } else {
         grove_points pts;
-        int rc = read_points(ctx, a->what, a->input, &pts, NULL);
+        int rc = cli_read_points(ctx, a->what, a->input, 2, &pts, NULL);
         if (rc != CLI_EXIT_OK) return rc;
         rc = build_tree(ctx, a->what, &pts, &a->opts, t, NULL);
         grove_points_free(&pts);
         return rc;
     }
-}
-
-/* Buffered output of decimal lines, several times faster than printf for millions of rows. */
-typedef struct out_buf {
-    FILE *f;
-    size_t len;
-    char buf[1 << 16];
-} out_buf;
-
-static void ob_flush(out_buf *b)
-{
-    if (b->len) fwrite(b->buf, 1, b->len, b->f);
-    b->len = 0;
-}
-
-static void ob_reserve(out_buf *b, size_t need)
-{
-    if (b->len + need > sizeof b->buf) ob_flush(b);
-}
-
-static void ob_u64(out_buf *b, uint64_t v)
-{
-    char tmp[24];
-    int k = 0;
-    ob_reserve(b, sizeof tmp);
-    do {
-        tmp[k++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (k) b->buf[b->len++] = tmp[--k];
-}
-
-static void ob_char(out_buf *b, char c)
-{
-    ob_reserve(b, 1);
-    b->buf[b->len++] = c;
-}
-
-static void ob_str(out_buf *b, const char *s)
-{
-    size_t len = strlen(s);
-    if (len > sizeof b->buf) {
-        ob_flush(b);
-        fwrite(s, 1, len, b->f);
-        return;
-    }
-    ob_reserve(b, len);
-    memcpy(b->buf + b->len, s, len);
-    b->len += len;
 }
 
 /* Where a query's result goes: stdout, or OUT through a temporary file. */
@@ -649,12 +553,12 @@ static int qt_build(int argc, char **argv)
         cli_error(a.what, "-o and --svg name the same file '%s'", a.out);
         return CLI_EXIT_USAGE;
     }
-    if ((a.out && probe_output(a.out, a.what)) || (a.svg && probe_output(a.svg, a.what)))
+    if ((a.out && cli_probe_output(a.out, a.what)) || (a.svg && cli_probe_output(a.svg, a.what)))
         return CLI_EXIT_FAILURE;
 
     rc = cli_ctx_create(a.what, a.backend, &ctx);
     if (rc != CLI_EXIT_OK) return rc;
-    rc = read_points(ctx, a.what, a.input, &pts, &read_ms);
+    rc = cli_read_points(ctx, a.what, a.input, 2, &pts, &read_ms);
     if (rc == CLI_EXIT_OK) rc = build_tree(ctx, a.what, &pts, &a.opts, &t, &build_ms);
     grove_points_free(&pts);
     if (rc != CLI_EXIT_OK) goto done;
@@ -891,7 +795,7 @@ static int qt_query(int argc, char **argv)
     size_t nq = 1;
     grove_status s;
     int rc;
-    static out_buf ob;
+    static cli_out_buf ob;
 
     args_init(&a, "quadtree query");
     cli_parser_init(&p, argc, argv, a.what, usage_query);
@@ -936,18 +840,18 @@ static int qt_query(int argc, char **argv)
     }
     ob.f = ro.f;
     ob.len = 0;
-    if (a.many) ob_str(&ob, "query,index\n");
+    if (a.many) cli_ob_str(&ob, "query,index\n");
     for (size_t q = 0; q < nq; q++) {
         for (uint64_t j = res.offsets[q]; j < res.offsets[q + 1]; j++) {
             if (a.many) {
-                ob_u64(&ob, q);
-                ob_char(&ob, ',');
+                cli_ob_u64(&ob, q);
+                cli_ob_char(&ob, ',');
             }
-            ob_u64(&ob, res.indices[j]);
-            ob_char(&ob, '\n');
+            cli_ob_u64(&ob, res.indices[j]);
+            cli_ob_char(&ob, '\n');
         }
     }
-    ob_flush(&ob);
+    cli_ob_flush(&ob);
     grove_query_result_free(&res);
     rc = result_commit(&ro, a.what);
     ro.to_file = 0;
@@ -975,7 +879,7 @@ static int qt_knn(int argc, char **argv)
     size_t nq = 1, n, k;
     grove_status s;
     int rc;
-    static out_buf ob;
+    static cli_out_buf ob;
 
     args_init(&a, "quadtree knn");
     cli_parser_init(&p, argc, argv, a.what, usage_knn);
@@ -1003,7 +907,7 @@ static int qt_knn(int argc, char **argv)
     }
     if (result_open(&ro, a.out, a.what) != 0) return CLI_EXIT_FAILURE;
     rc = cli_ctx_create(a.what, a.backend, &ctx);
-    if (rc == CLI_EXIT_OK && a.many) rc = read_points(ctx, a.what, a.many, &qpts, NULL);
+    if (rc == CLI_EXIT_OK && a.many) rc = cli_read_points(ctx, a.what, a.many, 2, &qpts, NULL);
     if (rc == CLI_EXIT_OK) rc = obtain_tree(ctx, &a, &t);
     if (rc != CLI_EXIT_OK) goto done;
 
@@ -1034,24 +938,24 @@ static int qt_knn(int argc, char **argv)
     }
     ob.f = ro.f;
     ob.len = 0;
-    ob_str(&ob, a.many ? "query,rank,index,distance\n" : "rank,index,distance\n");
+    cli_ob_str(&ob, a.many ? "query,rank,index,distance\n" : "rank,index,distance\n");
     for (size_t q = 0; q < nq && k > 0; q++) {
         for (size_t r = 0; r < k; r++) {
             char num[40];
             if (idx[q * k + r] == UINT32_MAX) break;
             if (a.many) {
-                ob_u64(&ob, q);
-                ob_char(&ob, ',');
+                cli_ob_u64(&ob, q);
+                cli_ob_char(&ob, ',');
             }
-            ob_u64(&ob, r);
-            ob_char(&ob, ',');
-            ob_u64(&ob, idx[q * k + r]);
-            ob_char(&ob, ',');
+            cli_ob_u64(&ob, r);
+            cli_ob_char(&ob, ',');
+            cli_ob_u64(&ob, idx[q * k + r]);
+            cli_ob_char(&ob, ',');
             snprintf(num, sizeof num, "%.9g\n", sqrt(d2[q * k + r]));
-            ob_str(&ob, num);
+            cli_ob_str(&ob, num);
         }
     }
-    ob_flush(&ob);
+    cli_ob_flush(&ob);
     rc = result_commit(&ro, a.what);
     ro.to_file = 0;
 done:
