@@ -546,3 +546,25 @@ void cli_ob_str(cli_out_buf *b, const char *s)
     memcpy(b->buf + b->len, s, len);
     b->len += len;
 }
+
+int cli_dispatch(int argc, char **argv, const char *what, const cli_command *table, int count,
+                 void (*usage)(FILE *f), const char *noun)
+{
+    cli_parser p;
+    const cli_command *cmd;
+    cli_parser_init(&p, argc, argv, what, usage);
+    if (!cli_next(&p)) {
+        cli_error(what, "no %s given", noun);
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    if (cli_help(&p)) return CLI_EXIT_OK;
+    if (!p.positional) return cli_unknown(&p);
+    cmd = cli_find_command(table, count, p.arg);
+    if (!cmd) {
+        cli_error(what, "unknown %s '%s'", noun, p.arg);
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    return cmd->run(argc - (p.i - 1), argv + (p.i - 1));
+}

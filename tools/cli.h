@@ -73,6 +73,12 @@ typedef struct cli_command {
 /* Looks `name` up in a table of `count` commands; NULL if absent. */
 const cli_command *cli_find_command(const cli_command *table, int count, const char *name);
 
+/* Runs the subcommand of `table` that argv[1] names (argv[0] is `what`, e.g. "quadtree"):
+ * --help prints usage; a missing or unknown name ("no <noun> given", "unknown <noun> 'x'") is a
+ * usage error. Returns the exit code. */
+int cli_dispatch(int argc, char **argv, const char *what, const cli_command *table, int count,
+                 void (*usage)(FILE *f), const char *noun);
+
 /* Prints "  name    summary" lines for a command table (inside a usage text). */
 void cli_print_commands(FILE *f, const cli_command *table, int count);
 

@@ -81,23 +81,7 @@ static void usage_quadtree(FILE *f)
 
 int cmd_bench(int argc, char **argv)
 {
-    cli_parser p;
-    const cli_command *suite;
-    cli_parser_init(&p, argc, argv, "bench", usage);
-    if (!cli_next(&p)) {
-        cli_error("bench", "no suite given");
-        usage(stderr);
-        return CLI_EXIT_USAGE;
-    }
-    if (cli_help(&p)) return CLI_EXIT_OK;
-    if (!p.positional) return cli_unknown(&p);
-    suite = cli_find_command(suites, NUM_SUITES, p.arg);
-    if (!suite) {
-        cli_error("bench", "unknown suite '%s'", p.arg);
-        usage(stderr);
-        return CLI_EXIT_USAGE;
-    }
-    return suite->run(argc - (p.i - 1), argv + (p.i - 1));
+    return cli_dispatch(argc, argv, "bench", suites, NUM_SUITES, usage, "suite");
 }
 
 /* "-" for a ratio the suite does not report (0). */

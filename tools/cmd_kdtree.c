@@ -98,23 +98,7 @@ static void usage_knn(FILE *f)
 
 int cmd_kdtree(int argc, char **argv)
 {
-    cli_parser p;
-    const cli_command *verb;
-    cli_parser_init(&p, argc, argv, "kdtree", usage);
-    if (!cli_next(&p)) {
-        cli_error("kdtree", "no command given");
-        usage(stderr);
-        return CLI_EXIT_USAGE;
-    }
-    if (cli_help(&p)) return CLI_EXIT_OK;
-    if (!p.positional) return cli_unknown(&p);
-    verb = cli_find_command(verbs, NUM_VERBS, p.arg);
-    if (!verb) {
-        cli_error("kdtree", "unknown command '%s'", p.arg);
-        usage(stderr);
-        return CLI_EXIT_USAGE;
-    }
-    return verb->run(argc - (p.i - 1), argv + (p.i - 1));
+    return cli_dispatch(argc, argv, "kdtree", verbs, NUM_VERBS, usage, "command");
 }
 
 /* ---- options ---- */
