@@ -5,7 +5,9 @@
  *
  * Usage: test_kdtree [--backend cpu|cuda] [--large N] [--seed S] [--only knn|radius|...]
  * --large N runs only the large pass at N points (validator plus brute force on a few
- * queries).
+ * queries). With --backend cuda the trees are built and queried on the GPU, and every GPU
+ * tree is compared byte for byte with the trees of the CPU backend on 1 and 5 threads; exit
+ * 77 (skipped) where no GPU can be used.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -377,6 +379,7 @@ static int same_tree(const grove_kdtree *a, const grove_kdtree *b)
 }
 
 static grove_ctx *ctx5; /* 5 threads, more than this machine's cores */
+static const char *g_backend_name = "many-thread CPU"; /* the backend of the context under test */
 
 /* One data set: build, validate, thread independence, knn and radius against brute force. */
 static void run_case(grove_ctx *ctx, grove_ctx *ctx1, tu_rng *r, int kind, size_t n, int D,
@@ -405,13 +408,14 @@ static void run_case(grove_ctx *ctx, grove_ctx *ctx1, tu_rng *r, int kind, size_
     validate(t, &s, leaf, what);
     if (ctx1) {
         CHECK_OK(ctx1, grove_kdtree_build(ctx1, &s.c, &o, &t1));
-        CHECK_MSG(t1 && same_tree(t, t1), "%s: 1 thread and many threads give different trees",
-                  what);
+        CHECK_MSG(t1 && same_tree(t, t1), "%s: the %s build and the 1-thread CPU build differ",
+                  what, g_backend_name);
         grove_kdtree_destroy(t1);
         t1 = NULL;
         if (ctx5 && n >= 100000) { /* uneven chunks in the parallel partitions */
             CHECK_OK(ctx5, grove_kdtree_build(ctx5, &s.c, &o, &t1));
-            CHECK_MSG(t1 && same_tree(t, t1), "%s: 5 threads give a different tree", what);
+            CHECK_MSG(t1 && same_tree(t, t1), "%s: the %s build and the 5-thread CPU build differ",
+                      what, g_backend_name);
             grove_kdtree_destroy(t1);
         }
     }
@@ -535,6 +539,38 @@ static void test_bad_input(grove_ctx *ctx)
 }
 
 /* float queries on a double tree and the grove_points entry point */
+/* A GPU build that does not fit the context's device memory limit fails with a status and a
+ * message naming the buffer, and leaves nothing behind. */
+static void test_device_oom(tu_rng *r)
+{
+    grove_ctx_opts co;
+    grove_ctx *small = NULL;
+    grove_kdtree *t = NULL;
+    set s = make_set(gen(r, K_UNIFORM, 200000, 3), 200000, 3, GROVE_COORD_F32);
+    grove_ctx_default_opts(&co);
+    co.backend = GROVE_BACKEND_CUDA;
+    co.device_mem_limit = (size_t)4 << 20;
+    CHECK_OK(small, grove_ctx_create(&co, &small));
+    if (small) {
+        grove_status st = grove_kdtree_build(small, &s.c, NULL, &t);
+        CHECK_MSG(st == GROVE_ERR_DEVICE_OUT_OF_MEMORY && !t,
+                  "a GPU build over the memory limit: status %d (%s)", (int)st,
+                  grove_ctx_last_error(small));
+        CHECK_MSG(strstr(grove_ctx_last_error(small), "k-d tree") != NULL,
+                  "the out-of-memory message names the buffer: %s", grove_ctx_last_error(small));
+        grove_kdtree_destroy(t);
+        t = NULL;
+        /* the context still works after the failure */
+        s.c.n = 1000;
+        CHECK_OK(small, grove_kdtree_build(small, &s.c, NULL, &t));
+        CHECK_MSG(t && grove_kdtree_num_points(t) == 1000,
+                  "a build after an out-of-memory failure");
+        grove_kdtree_destroy(t);
+    }
+    grove_ctx_destroy(small);
+    free_set(&s);
+}
+
 static void test_mixed_types(grove_ctx *ctx, tu_rng *r)
 {
     grove_points p = gen_clusters(r, 3000);
@@ -665,12 +701,29 @@ int main(int argc, char **argv)
     }
     r.s = a.seed;
     grove_ctx_default_opts(&co);
-    if (!strcmp(a.backend, "cuda")) {
-        printf("test_kdtree: no CUDA backend for the k-d tree yet; skipped\n");
-        return TEST_SKIP;
-    }
     co.backend = GROVE_BACKEND_CPU;
-    CHECK_OK(ctx, grove_ctx_create(&co, &ctx));
+    if (!strcmp(a.backend, "cuda")) {
+        /* the context under test is the GPU; the CPU contexts are the reference */
+        int dev = 0;
+        grove_device_count(&dev);
+        if (!grove_has_cuda() || dev == 0) {
+            printf("test_kdtree: no GPU; skipped\n");
+            return TEST_SKIP;
+        }
+        co.backend = GROVE_BACKEND_CUDA;
+        if (grove_ctx_create(&co, &ctx) != GROVE_OK) {
+            printf("test_kdtree: no usable GPU (%s); skipped\n", grove_ctx_last_error(ctx));
+            grove_ctx_destroy(ctx);
+            return TEST_SKIP;
+        }
+        co.backend = GROVE_BACKEND_CPU;
+        g_backend_name = "CUDA";
+    } else if (!strcmp(a.backend, "cpu")) {
+        CHECK_OK(ctx, grove_ctx_create(&co, &ctx));
+    } else {
+        fprintf(stderr, "test_kdtree: unknown backend '%s'\n", a.backend);
+        return 2;
+    }
     co.num_threads = 1;
     CHECK_OK(ctx1, grove_ctx_create(&co, &ctx1));
     co.num_threads = 5;
@@ -687,6 +740,7 @@ int main(int argc, char **argv)
     }
 
     test_bad_input(ctx);
+    if (grove_ctx_backend(ctx) == GROVE_BACKEND_CUDA) test_device_oom(&r);
     test_mixed_types(ctx, &r);
     test_save_load(ctx, &r);
     for (int kind = 0; kind < K_COUNT; kind++)

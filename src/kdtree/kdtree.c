@@ -3,14 +3,17 @@
  * dispatch, destroy and the accessors. The build is in kdtree_cpu.c, the queries in
  * kdtree_query.c, save and load in kdtree_io.c.
  *
- * Only the CPU backend exists so far; a CUDA context runs the CPU code, which gives the tree
- * a CUDA build will have to reproduce byte for byte.
+ * On a CUDA context the build runs on the GPU (kdtree_cuda.cu) and gives the CPU's tree byte
+ * for byte; the checks here come first, so both backends fail alike.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kdtree_internal.h"
+#ifdef GROVE_HAVE_CUDA
+#include "kdtree_cuda.h"
+#endif
 
 void grove_kdtree_default_opts(grove_kdtree_opts *opts)
 {
@@ -82,6 +85,19 @@ grove_status grove_kdtree_build(grove_ctx *ctx, const grove_coords *pts,
         return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: opts->leaf_size must be 1..%d, got %d",
                             fn, GROVE_KDTREE_MAX_LEAF, o.leaf_size);
     GROVE_TRY(grove__kd_check_coords(ctx, fn, "pts", "point", pts, NULL));
+#ifdef GROVE_HAVE_CUDA
+    if (grove_ctx_backend(ctx) == GROVE_BACKEND_CUDA && pts->n > 0) {
+        t = (grove_kdtree *)calloc(1, sizeof *t);
+        if (!t) return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        t->opts = o;
+        t->n = pts->n;
+        t->dims = pts->dims;
+        t->type = pts->type;
+        GROVE_TRY_END(st, grove__kd_build_cuda(ctx, pts, t));
+        *out = t;
+        return GROVE_OK;
+    }
+#endif
     if (pts->n > 0) {
         x = (double *)malloc(pts->n * (size_t)pts->dims * sizeof *x);
         if (!x)

@@ -1,0 +1,1087 @@
+/*
+ * kdtree_cuda.cu - the CUDA build of the k-d tree: the three stages of kdtree_cpu.c on the GPU,
+ * giving the same tree byte for byte.
+ *
+ *   large nodes  one pass per level over the level's active nodes (more than 64 points):
+ *                  boxes    tiles of kTile points, each a slice of one node; a block reduces
+ *                           its slice and merges into the node's box with 64-bit atomic min
+ *                           and max on an order-preserving encoding of the doubles (exact, so
+ *                           the order of the merges does not matter);
+ *                  decide   one thread per node, large_decide() of kdtree_cpu.c;
+ *                  flags    per point x[axis] < split (1 outside the active nodes), counting
+ *                           each node's left side;
+ *                  split    the prim module's segmented split of the tree order over the whole
+ *                           array: a head flag at the first point of every node of the current
+ *                           frontier, so points never leave their node and the inactive nodes
+ *                           stay put; its destinations move the coordinate rows the same way;
+ *                  children one thread per node; scans of the kinds of child compact the next
+ *                           level's active list and the small roots. The host reads three
+ *                           counts per level.
+ *   small nodes  one thread per small root (at most 64 points): small_build() of
+ *                kdtree_cpu.c with its scratch in local memory, writing its subtree in
+ *                construction order to scratch slots of its own (2 * begin: a subtree of m
+ *                points has at most 2m - 1 nodes), the points' tree order in place.
+ *   output       subtree sizes level by level upwards, preorder positions downwards, then one
+ *                thread per node writes the final node (a small root writes its whole subtree,
+ *                renumbered into preorder).
+ *
+ * Every decision repeats the CPU's double arithmetic with explicitly rounded operations
+ * (__dadd_rn and friends: nothing may be contracted into a fused multiply-add), so the trees
+ * are identical.
+ */
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+#include "core_cuda.h"
+#include "../prim/prim_cuda.h"
+#include "kdtree_cuda.h"
+
+namespace
+{
+
+const int kMaxD = GROVE_KDTREE_MAX_DIMS;
+const int kSmall = GROVE__KD_SMALL;
+const int kBlock = 256;
+const int kTile = 4096; /* points per box or flag tile */
+
+/* A node under construction (kdtree_cpu.c's bnode): ids in construction order. */
+struct BNode {
+    uint64_t begin, end;
+    uint64_t left, right; /* 0 for a leaf */
+    double split;
+    int32_t axis, kind;
+};
+
+/* A small root: its node id and level. */
+struct SmallRoot {
+    uint64_t id;
+    uint32_t level, pad;
+};
+
+unsigned grid_for(size_t n, int block = kBlock)
+{
+    size_t b = (n + (size_t)block - 1) / (size_t)block;
+    return (unsigned)(b < 1 ? 1 : (b > 65535u * 64u ? 65535u * 64u : b));
+}
+
+/* ---- the double arithmetic of kdtree_cpu.c, one rounding per operation ---- */
+
+__device__ __forceinline__ double kd_mid(double lo, double hi)
+{
+    return __dadd_rn(__dmul_rn(0.5, lo), __dmul_rn(0.5, hi));
+}
+
+/* Order-preserving map of a double (never NaN, never -0) to uint64_t, and back. */
+__device__ __forceinline__ unsigned long long ord_enc(double v)
+{
+    unsigned long long b = (unsigned long long)__double_as_longlong(v);
+    return (b >> 63) ? ~b : (b | 0x8000000000000000ull);
+}
+__device__ __forceinline__ double ord_dec(unsigned long long k)
+{
+    unsigned long long b = (k >> 63) ? (k & 0x7fffffffffffffffull) : ~k;
+    return __longlong_as_double((long long)b);
+}
+
+/* ---- input ---- */
+
+/* The points as doubles, -0 as +0 (kdtree.c checked that they are finite). */
+template <typename T>
+__global__ void to_double_kernel(const T *__restrict__ in, size_t count, double *__restrict__ x)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+         i += (size_t)gridDim.x * blockDim.x) {
+        double v = (double)in[i];
+        x[i] = v == 0.0 ? 0.0 : v;
+    }
+}
+
+__global__ void iota_kernel(uint64_t *__restrict__ p, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        p[i] = i;
+}
+
+/* ---- large-node stage ---- */
+
+/* Per active node: its number of tiles, and the box and left count reset. */
+__global__ void tiles_kernel(const BNode *__restrict__ nodes, const uint64_t *__restrict__ act,
+                             uint32_t nact, int D, uint32_t *__restrict__ ntiles,
+                             unsigned long long *__restrict__ boxk,
+                             unsigned long long *__restrict__ nleft)
+{
+    uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= nact) return;
+    const BNode &nd = nodes[act[j]];
+    ntiles[j] = (uint32_t)((nd.end - nd.begin + kTile - 1) / kTile);
+    for (int d = 0; d < D; d++) {
+        boxk[(size_t)j * 2 * D + d] = ~0ull;
+        boxk[(size_t)j * 2 * D + D + d] = 0ull;
+    }
+    nleft[j] = 0;
+}
+
+/* The active node of tile t: tstart is the inclusive scan of the tiles per node. */
+__device__ __forceinline__ uint32_t tile_node(const uint32_t *tstart, uint32_t nact, uint32_t t)
+{
+    uint32_t lo = 0, hi = nact; /* first j with tstart[j] > t */
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (tstart[mid] > t)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+/* Each block takes tiles t = blockIdx.x, blockIdx.x + gridDim.x, ... of the level's active
+ * nodes and merges the box of its slice into the node's box. */
+__global__ void __launch_bounds__(kBlock)
+    box_kernel(const BNode *__restrict__ nodes, const uint64_t *__restrict__ act, uint32_t nact,
+               const uint32_t *__restrict__ tstart, const double *__restrict__ x, int D,
+               unsigned long long *__restrict__ boxk)
+{
+    const uint32_t T = tstart[nact - 1];
+    for (uint32_t t = blockIdx.x; t < T; t += gridDim.x) {
+        uint32_t j = tile_node(tstart, nact, t);
+        uint32_t first = j ? tstart[j - 1] : 0;
+        const BNode &nd = nodes[act[j]];
+        uint64_t a = nd.begin + (uint64_t)(t - first) * kTile;
+        uint64_t e = a + kTile < nd.end ? a + kTile : nd.end;
+        double mn[kMaxD], mx[kMaxD];
+        for (int d = 0; d < D; d++) {
+            mn[d] = INFINITY;
+            mx[d] = -INFINITY;
+        }
+        for (uint64_t i = a + threadIdx.x; i < e; i += kBlock)
+            for (int d = 0; d < D; d++) {
+                double v = x[i * D + d];
+                mn[d] = fmin(mn[d], v);
+                mx[d] = fmax(mx[d], v);
+            }
+        for (int d = 0; d < D; d++) {
+            for (int o = 16; o > 0; o /= 2) {
+                mn[d] = fmin(mn[d], __shfl_xor_sync(0xffffffffu, mn[d], o));
+                mx[d] = fmax(mx[d], __shfl_xor_sync(0xffffffffu, mx[d], o));
+            }
+            if ((threadIdx.x & 31) == 0) {
+                if (mn[d] != INFINITY) atomicMin(&boxk[(size_t)j * 2 * D + d], ord_enc(mn[d]));
+                if (mx[d] != -INFINITY) atomicMax(&boxk[(size_t)j * 2 * D + D + d], ord_enc(mx[d]));
+            }
+        }
+    }
+}
+
+/* large_decide() of kdtree_cpu.c. */
+__device__ void large_decide(int D, const double *bx, const double *cell, BNode *nd, int *side)
+{
+    int best = -1;
+    double best_ext = -1.0;
+    *side = -1;
+    for (int d = 0; d < D; d++) {
+        double ext = __dsub_rn(cell[D + d], cell[d]);
+        double q = __dmul_rn(0.25, ext);
+        double lo_gap = __dsub_rn(bx[d], cell[d]);
+        double hi_gap = __dsub_rn(cell[D + d], bx[D + d]);
+        if (lo_gap > q) {
+            nd->axis = d;
+            nd->kind = GROVE_KDTREE_EMPTY;
+            nd->split = bx[d];
+            *side = 0;
+            return;
+        }
+        if (hi_gap > q) {
+            nd->axis = d;
+            nd->kind = GROVE_KDTREE_EMPTY;
+            nd->split = nextafter(bx[D + d], INFINITY);
+            *side = 1;
+            return;
+        }
+    }
+    for (int d = 0; d < D; d++) {
+        double ext = __dsub_rn(bx[D + d], bx[d]);
+        if (ext > best_ext && bx[D + d] > bx[d]) {
+            best_ext = ext;
+            best = d;
+        }
+    }
+    if (best < 0) {
+        nd->axis = -1;
+        nd->kind = GROVE_KDTREE_LEAF;
+        nd->split = 0.0;
+        return;
+    }
+    nd->axis = best;
+    nd->kind = GROVE_KDTREE_MEDIAN;
+    nd->split = kd_mid(bx[best], bx[D + best]);
+    if (!(nd->split > bx[best])) nd->split = bx[D + best];
+}
+
+/* The root's cell is its tight box. */
+__global__ void root_cell_kernel(const unsigned long long *__restrict__ boxk, int D,
+                                 double *__restrict__ cell)
+{
+    int k = threadIdx.x;
+    if (k < 2 * D) cell[k] = ord_dec(boxk[k]);
+}
+
+/* One thread per active node: its box (decoded into bounds) and its decision. */
+__global__ void decide_kernel(BNode *__restrict__ nodes, const uint64_t *__restrict__ act,
+                              uint32_t nact, int D, const unsigned long long *__restrict__ boxk,
+                              const double *__restrict__ cell, double *__restrict__ bounds,
+                              uint32_t *__restrict__ split_flag, int32_t *__restrict__ side)
+{
+    uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= nact) return;
+    uint64_t id = act[j];
+    double bx[2 * kMaxD];
+    for (int k = 0; k < 2 * D; k++) {
+        bx[k] = ord_dec(boxk[(size_t)j * 2 * D + k]);
+        bounds[id * 2 * D + k] = bx[k];
+    }
+    BNode nd = nodes[id];
+    int sd;
+    large_decide(D, bx, cell + (size_t)j * 2 * D, &nd, &sd);
+    nd.left = nd.right = 0;
+    nodes[id] = nd;
+    split_flag[j] = nd.kind != GROVE_KDTREE_LEAF;
+    side[j] = sd;
+}
+
+/* Per point of an active node: flag = x[axis] < split (the left side; a leaf's points keep
+ * flag 1, so its segment stays as it is), and the node's left count. The flags outside the
+ * active nodes were set to 1 beforehand. */
+__global__ void __launch_bounds__(kBlock)
+    flags_kernel(const BNode *__restrict__ nodes, const uint64_t *__restrict__ act, uint32_t nact,
+                 const uint32_t *__restrict__ tstart, const double *__restrict__ x, int D,
+                 uint8_t *__restrict__ flags, unsigned long long *__restrict__ nleft)
+{
+    const uint32_t T = tstart[nact - 1];
+    for (uint32_t t = blockIdx.x; t < T; t += gridDim.x) {
+        uint32_t j = tile_node(tstart, nact, t);
+        uint32_t first = j ? tstart[j - 1] : 0;
+        const BNode &nd = nodes[act[j]];
+        if (nd.kind == GROVE_KDTREE_LEAF) continue;
+        const int axis = nd.axis;
+        const double split = nd.split;
+        uint64_t a = nd.begin + (uint64_t)(t - first) * kTile;
+        uint64_t e = a + kTile < nd.end ? a + kTile : nd.end;
+        unsigned cnt = 0;
+        for (uint64_t i0 = a; i0 < e; i0 += kBlock) {
+            uint64_t i = i0 + threadIdx.x;
+            bool f = i < e && x[i * D + axis] < split;
+            if (i < e) flags[i] = f;
+            cnt += __popc(__ballot_sync(0xffffffffu, f));
+        }
+        if ((threadIdx.x & 31) == 0 && cnt) atomicAdd(&nleft[j], (unsigned long long)cnt);
+    }
+}
+
+/* Moves the coordinate rows to where the segmented split sent the tree order. */
+__global__ void move_rows_kernel(const double *__restrict__ x, const uint32_t *__restrict__ dest,
+                                 size_t n, int D, double *__restrict__ out)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t o = dest[i];
+        for (int d = 0; d < D; d++) out[o * D + d] = x[i * D + d];
+    }
+}
+
+/* One thread per active node: its two children (construction ids base + 2 * rank), the head
+ * flag at the split point, and what each child becomes: next level's active node (big),
+ * small root, or an empty leaf. */
+__global__ void children_kernel(
+    BNode *__restrict__ nodes, const uint64_t *__restrict__ act, uint32_t nact, int D,
+    uint64_t base, const uint32_t *__restrict__ split_flag, const uint32_t *__restrict__ srank,
+    const unsigned long long *__restrict__ nleft, const int32_t *__restrict__ side,
+    const double *__restrict__ cell, double *__restrict__ bounds, uint8_t *__restrict__ heads,
+    uint32_t *__restrict__ big, uint32_t *__restrict__ small, double *__restrict__ ccell)
+{
+    uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= nact) return;
+    const size_t cs = 2 * (size_t)D;
+    big[2 * j] = big[2 * j + 1] = 0;
+    small[2 * j] = small[2 * j + 1] = 0;
+    if (!split_flag[j]) return;
+    uint64_t id = act[j];
+    BNode nd = nodes[id];
+    uint64_t nl = nleft[j], c = base + 2 * (uint64_t)(srank[j] - 1);
+    BNode ch;
+    ch.left = ch.right = 0;
+    ch.axis = -1;
+    ch.kind = GROVE_KDTREE_LEAF;
+    ch.split = 0.0;
+    ch.begin = nd.begin;
+    ch.end = nd.begin + nl;
+    nodes[c] = ch;
+    ch.begin = ch.end;
+    ch.end = nd.end;
+    nodes[c + 1] = ch;
+    nodes[id].left = c;
+    nodes[id].right = c + 1;
+    if (nl > 0 && nd.begin + nl < nd.end) heads[nd.begin + nl] = 1;
+    for (int s = 0; s < 2; s++) {
+        uint64_t cnt = s ? nd.end - nd.begin - nl : nl, cid = c + s;
+        if (cnt == 0) {
+            for (int d = 0; d < D; d++) {
+                bounds[cid * cs + d] = INFINITY;
+                bounds[cid * cs + D + d] = -INFINITY;
+            }
+            continue;
+        }
+        if (cnt <= (uint64_t)kSmall) {
+            small[2 * j + s] = 1;
+            continue;
+        }
+        big[2 * j + s] = 1;
+        double *cc = ccell + (2 * (size_t)j + s) * cs;
+        const double *pc = cell + (size_t)j * cs;
+        for (size_t k = 0; k < cs; k++) cc[k] = pc[k];
+        if (nd.kind == GROVE_KDTREE_EMPTY) {
+            if (side[j] == 0)
+                cc[nd.axis] = bounds[id * cs + nd.axis];
+            else
+                cc[D + nd.axis] = bounds[id * cs + D + nd.axis];
+        } else if (s == 0) {
+            cc[D + nd.axis] = nd.split;
+        } else {
+            cc[nd.axis] = nd.split;
+        }
+    }
+}
+
+/* Compacts the children into the next active list and the small roots (inclusive ranks). */
+__global__ void
+compact_kernel(uint32_t nact, int D, uint64_t base, const uint32_t *__restrict__ split_flag,
+               const uint32_t *__restrict__ srank, const uint32_t *__restrict__ big,
+               const uint32_t *__restrict__ brank, const uint32_t *__restrict__ small,
+               const uint32_t *__restrict__ smrank, const double *__restrict__ ccell,
+               uint64_t *__restrict__ act_next, double *__restrict__ cell_next,
+               SmallRoot *__restrict__ roots, uint32_t level)
+{
+    uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= 2 * nact) return;
+    uint32_t j = k / 2;
+    if (!split_flag[j]) return;
+    uint64_t cid = base + 2 * (uint64_t)(srank[j] - 1) + (k & 1u);
+    if (big[k]) {
+        uint32_t p = brank[k] - 1;
+        act_next[p] = cid;
+        for (int q = 0; q < 2 * D; q++)
+            cell_next[(size_t)p * 2 * D + q] = ccell[(size_t)k * 2 * D + q];
+    } else if (small[k]) {
+        SmallRoot r;
+        r.id = cid;
+        r.level = level;
+        r.pad = 0;
+        roots[smrank[k] - 1] = r;
+    }
+}
+
+/* ---- small-node stage ---- */
+
+/* Scratch of one thread for one small root (kdtree_cpu.c's small_ws), sized for D axes. */
+template <int D> struct SmallWs {
+    double px[kSmall * D];
+    uint64_t gid[kSmall];
+    uint8_t ord[D][kSmall];
+    uint8_t seq[kSmall], tmpo[kSmall], side[kSmall];
+    double pre[(kSmall + 1) * 2 * D];
+};
+
+template <int D> __device__ double box_measure(const double *lo, const double *hi, double infl)
+{
+    double m = 1.0;
+    for (int d = 0; d < D; d++) m = __dmul_rn(m, __dadd_rn(__dsub_rn(hi[d], lo[d]), infl));
+    return m;
+}
+
+/* small_best() of kdtree_cpu.c. */
+template <int D>
+__device__ int small_best(SmallWs<D> &w, int a, int e, const double *bx, int *axis, double *split)
+{
+    const int m = e - a;
+    const int cs = 2 * D;
+    double ext_max = 0.0, infl, best = INFINITY;
+    int found = 0;
+    for (int d = 0; d < D; d++) {
+        double ex = __dsub_rn(bx[D + d], bx[d]);
+        ext_max = ex > ext_max ? ex : ext_max;
+    }
+    infl = __dmul_rn(2.0, __ddiv_rn(ext_max, __dsqrt_rn((double)m)));
+    for (int d = 0; d < D; d++) {
+        const uint8_t *o = w.ord[d];
+        double lo[D], hi[D];
+        for (int k = 0; k < D; k++) {
+            lo[k] = INFINITY;
+            hi[k] = -INFINITY;
+        }
+        for (int i = 0; i < m; i++) {
+            const double *p = w.px + o[a + i] * D;
+            for (int k = 0; k < D; k++) {
+                lo[k] = p[k] < lo[k] ? p[k] : lo[k];
+                hi[k] = p[k] > hi[k] ? p[k] : hi[k];
+                w.pre[(i + 1) * cs + k] = lo[k];
+                w.pre[(i + 1) * cs + D + k] = hi[k];
+            }
+        }
+        for (int k = 0; k < D; k++) {
+            lo[k] = INFINITY;
+            hi[k] = -INFINITY;
+        }
+        for (int i = m - 1; i >= 1; i--) {
+            const double *p = w.px + o[a + i] * D;
+            const double *q = w.px + o[a + i - 1] * D;
+            for (int k = 0; k < D; k++) {
+                lo[k] = p[k] < lo[k] ? p[k] : lo[k];
+                hi[k] = p[k] > hi[k] ? p[k] : hi[k];
+            }
+            if (q[d] < p[d]) {
+                double ml = box_measure<D>(w.pre + i * cs, w.pre + i * cs + D, infl);
+                double mr = box_measure<D>(lo, hi, infl);
+                double c = __dadd_rn(__dmul_rn((double)i, ml), __dmul_rn((double)(m - i), mr));
+                if (!found || c < best || (c == best && *axis == d)) {
+                    best = c;
+                    *axis = d;
+                    *split = p[d];
+                    found = 1;
+                }
+            }
+        }
+    }
+    return found;
+}
+
+/* One thread per small root: small_build() of kdtree_cpu.c. The subtree goes to the scratch
+ * slots sub[2 * begin ...] in construction order (local ids; left/right local, 0 for a leaf),
+ * its size to cnt[r]; the root's points are put in tree order in perm. */
+template <int D>
+__global__ void __launch_bounds__(128)
+    small_kernel(const BNode *__restrict__ nodes, const SmallRoot *__restrict__ roots,
+                 uint32_t nroots, int leaf, const double *__restrict__ x,
+                 uint64_t *__restrict__ perm, BNode *__restrict__ sub, double *__restrict__ subb,
+                 uint32_t *__restrict__ cnt, unsigned long long *__restrict__ depth)
+{
+    const int cs = 2 * D;
+    uint32_t r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= nroots) return;
+    SmallWs<D> w;
+    const BNode rn = nodes[roots[r].id];
+    const uint64_t B = rn.begin;
+    const int m = (int)(rn.end - rn.begin);
+    BNode *v = sub + 2 * B;
+    double *vb = subb + 2 * B * cs;
+    uint8_t stk[2 * kSmall + 2], sa[2 * kSmall + 2], se[2 * kSmall + 2], lvl[2 * kSmall];
+    int sp = 0, nv = 1, maxl = 0;
+
+    for (int p = 0; p < m; p++) {
+        w.gid[p] = perm[B + p];
+        for (int d = 0; d < D; d++) w.px[p * D + d] = x[(B + p) * D + d];
+        w.seq[p] = (uint8_t)p;
+    }
+    for (int d = 0; d < D; d++) {
+        uint8_t *o = w.ord[d];
+        for (int i = 0; i < m; i++) {
+            int j = i;
+            double vi = w.px[i * D + d];
+            while (j > 0 && w.px[o[j - 1] * D + d] > vi) {
+                o[j] = o[j - 1];
+                j--;
+            }
+            o[j] = (uint8_t)i;
+        }
+    }
+    v[0] = rn;
+    lvl[0] = 0;
+    stk[sp] = 0;
+    sa[sp] = 0;
+    se[sp++] = (uint8_t)m;
+    while (sp > 0) {
+        int id, a, e, axis = -1, nl = 0;
+        double split = 0.0, *bx;
+        sp--;
+        id = stk[sp];
+        a = sa[sp];
+        e = se[sp];
+        bx = vb + id * cs;
+        for (int k = 0; k < D; k++) {
+            bx[k] = INFINITY;
+            bx[D + k] = -INFINITY;
+        }
+        for (int i = a; i < e; i++) {
+            const double *p = w.px + w.seq[i] * D;
+            for (int k = 0; k < D; k++) {
+                bx[k] = p[k] < bx[k] ? p[k] : bx[k];
+                bx[D + k] = p[k] > bx[D + k] ? p[k] : bx[D + k];
+            }
+        }
+        v[id].left = v[id].right = 0;
+        v[id].axis = -1;
+        v[id].kind = GROVE_KDTREE_LEAF;
+        v[id].split = 0.0;
+        if (lvl[id] > maxl) maxl = lvl[id];
+        if (e - a <= leaf) continue;
+        {
+            double bl[2 * D];
+            for (int k = 0; k < cs; k++) bl[k] = bx[k];
+            if (!small_best<D>(w, a, e, bl, &axis, &split)) continue;
+        }
+        for (int i = a; i < e; i++) {
+            uint8_t p = w.seq[i];
+            w.side[p] = w.px[p * D + axis] < split;
+            nl += w.side[p];
+        }
+        {
+            int l = a, rr = a + nl;
+            for (int i = a; i < e; i++) {
+                uint8_t p = w.seq[i];
+                if (w.side[p])
+                    w.tmpo[l++] = p;
+                else
+                    w.tmpo[rr++] = p;
+            }
+            for (int i = a; i < e; i++) w.seq[i] = w.tmpo[i];
+        }
+        for (int d = 0; d < D; d++) {
+            int l = a, rr = a + nl;
+            for (int i = a; i < e; i++) {
+                uint8_t p = w.ord[d][i];
+                if (w.side[p])
+                    w.tmpo[l++] = p;
+                else
+                    w.tmpo[rr++] = p;
+            }
+            for (int i = a; i < e; i++) w.ord[d][i] = w.tmpo[i];
+        }
+        {
+            int li = nv, ri = nv + 1;
+            nv += 2;
+            v[id].axis = axis;
+            v[id].kind = GROVE_KDTREE_COST;
+            v[id].split = split;
+            v[id].left = (uint64_t)li;
+            v[id].right = (uint64_t)ri;
+            v[li].begin = B + (uint64_t)a;
+            v[li].end = v[ri].begin = B + (uint64_t)(a + nl);
+            v[ri].end = B + (uint64_t)e;
+            lvl[li] = lvl[ri] = (uint8_t)(lvl[id] + 1);
+            stk[sp] = (uint8_t)ri;
+            sa[sp] = (uint8_t)(a + nl);
+            se[sp++] = (uint8_t)e;
+            stk[sp] = (uint8_t)li;
+            sa[sp] = (uint8_t)a;
+            se[sp++] = (uint8_t)(a + nl);
+        }
+    }
+    for (int i = 0; i < m; i++) perm[B + i] = w.gid[w.seq[i]];
+    cnt[r] = (uint32_t)nv;
+    atomicMax(depth, (unsigned long long)(roots[r].level + maxl));
+}
+
+/* ---- output stage ---- */
+
+__global__ void mark_small_kernel(const SmallRoot *__restrict__ roots, uint32_t nroots,
+                                  uint32_t *__restrict__ small_of)
+{
+    uint32_t r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < nroots) small_of[roots[r].id] = r + 1;
+}
+
+/* Subtree sizes of the large-stage nodes [lo, hi) (one level; the next level is done). */
+__global__ void size_kernel(const BNode *__restrict__ nodes, uint64_t lo, uint64_t hi,
+                            const uint32_t *__restrict__ small_of, const uint32_t *__restrict__ cnt,
+                            uint64_t *__restrict__ size)
+{
+    uint64_t i = lo + blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= hi) return;
+    const BNode &nd = nodes[i];
+    if (small_of[i])
+        size[i] = cnt[small_of[i] - 1];
+    else
+        size[i] = nd.left ? 1 + size[nd.left] + size[nd.right] : 1;
+}
+
+/* Preorder positions of the children of the nodes [lo, hi) (whose positions are known). */
+__global__ void pre_kernel(const BNode *__restrict__ nodes, uint64_t lo, uint64_t hi,
+                           const uint64_t *__restrict__ size, uint64_t *__restrict__ pre)
+{
+    uint64_t i = lo + blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= hi) return;
+    const BNode &nd = nodes[i];
+    if (!nd.left) return;
+    pre[nd.left] = pre[i] + 1;
+    pre[nd.right] = pre[i] + 1 + size[nd.left];
+}
+
+/* The final node of every large-stage node that is not a small root. */
+__global__ void out_large_kernel(const BNode *__restrict__ nodes, uint64_t num, int D,
+                                 const double *__restrict__ bounds,
+                                 const uint32_t *__restrict__ small_of,
+                                 const uint64_t *__restrict__ pre,
+                                 grove_kdtree_node *__restrict__ out, double *__restrict__ obounds)
+{
+    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= num || small_of[i]) return;
+    const BNode &nd = nodes[i];
+    uint64_t p = pre[i];
+    grove_kdtree_node o;
+    o.begin = nd.begin;
+    o.end = nd.end;
+    o.right = nd.left ? pre[nd.right] : 0;
+    o.split = nd.split;
+    o.axis = nd.left ? nd.axis : -1;
+    o.kind = nd.left ? nd.kind : GROVE_KDTREE_LEAF;
+    out[p] = o;
+    for (int k = 0; k < 2 * D; k++) obounds[p * 2 * D + k] = bounds[i * 2 * D + k];
+}
+
+/* One thread per small root: its subtree from the scratch slots, renumbered into preorder. */
+__global__ void out_small_kernel(const BNode *__restrict__ nodes,
+                                 const SmallRoot *__restrict__ roots, uint32_t nroots, int D,
+                                 const BNode *__restrict__ sub, const double *__restrict__ subb,
+                                 const uint32_t *__restrict__ cnt, const uint64_t *__restrict__ pre,
+                                 grove_kdtree_node *__restrict__ out, double *__restrict__ obounds)
+{
+    uint32_t r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= nroots) return;
+    const uint64_t B = nodes[roots[r].id].begin, P = pre[roots[r].id];
+    const BNode *v = sub + 2 * B;
+    const double *vb = subb + 2 * B * 2 * D;
+    const int nv = (int)cnt[r];
+    uint8_t sz[2 * kSmall], lp[2 * kSmall];
+    for (int k = nv - 1; k >= 0; k--)
+        sz[k] = (uint8_t)(1 + (v[k].left ? sz[v[k].left] + sz[v[k].right] : 0));
+    lp[0] = 0;
+    for (int k = 0; k < nv; k++)
+        if (v[k].left) {
+            lp[v[k].left] = (uint8_t)(lp[k] + 1);
+            lp[v[k].right] = (uint8_t)(lp[k] + 1 + sz[v[k].left]);
+        }
+    for (int k = 0; k < nv; k++) {
+        grove_kdtree_node o;
+        uint64_t p = P + lp[k];
+        o.begin = v[k].begin;
+        o.end = v[k].end;
+        o.right = v[k].left ? P + lp[v[k].right] : 0;
+        o.split = v[k].split;
+        o.axis = v[k].left ? v[k].axis : -1;
+        o.kind = v[k].left ? v[k].kind : GROVE_KDTREE_LEAF;
+        out[p] = o;
+        for (int q = 0; q < 2 * D; q++) obounds[p * 2 * D + q] = vb[k * 2 * D + q];
+    }
+}
+
+/* The tree's points: element rows of es bytes gathered from the input by the tree order. */
+__global__ void gather_rows_kernel(const unsigned char *__restrict__ in, size_t n, size_t es,
+                                   const uint64_t *__restrict__ perm,
+                                   unsigned char *__restrict__ out)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const unsigned char *s = in + perm[i] * es;
+        unsigned char *o = out + i * es;
+        if (es % 8 == 0)
+            for (size_t b = 0; b < es; b += 8) *(uint64_t *)(o + b) = *(const uint64_t *)(s + b);
+        else
+            for (size_t b = 0; b < es; b += 4) *(uint32_t *)(o + b) = *(const uint32_t *)(s + b);
+    }
+}
+
+/* ---- host side ---- */
+
+/* The device buffers of one build, freed together. */
+struct Bufs {
+    grove_ctx *ctx;
+    void *stream;
+    void *p[40];
+    size_t bytes[40];
+    int count;
+
+    grove_status alloc(void **out, size_t b, const char *what)
+    {
+        grove_status st;
+        *out = NULL;
+        if (count == 40) return grove__error(ctx, GROVE_ERR_INTERNAL, "kdtree: too many buffers");
+        st = grove__cuda_alloc(ctx, out, b ? b : 1, stream, what);
+        if (st == GROVE_OK) {
+            p[count] = *out;
+            bytes[count++] = b ? b : 1;
+        }
+        return st;
+    }
+    void release(void *q)
+    {
+        for (int i = 0; i < count; i++)
+            if (p[i] == q) {
+                grove__cuda_free(ctx, p[i], bytes[i], stream);
+                p[i] = p[count - 1];
+                bytes[i] = bytes[count - 1];
+                count--;
+                return;
+            }
+    }
+    /* *q grows to at least need bytes (contents kept when keep). */
+    grove_status grow(void **q, size_t *cap, size_t need, int keep, const char *what)
+    {
+        void *nq;
+        size_t c = *cap ? *cap : 1024;
+        if (need <= *cap) return GROVE_OK;
+        while (c < need) c *= 2;
+        GROVE_TRY(alloc(&nq, c, what));
+        if (keep && *q && *cap) {
+            cudaError_t e =
+                cudaMemcpyAsync(nq, *q, *cap, cudaMemcpyDeviceToDevice, (cudaStream_t)stream);
+            if (e != cudaSuccess) return grove__cuda_status(ctx, (int)e, what);
+        }
+        if (*q) release(*q);
+        *q = nq;
+        *cap = c;
+        return GROVE_OK;
+    }
+    void free_all()
+    {
+        for (int i = 0; i < count; i++) grove__cuda_free(ctx, p[i], bytes[i], stream);
+        count = 0;
+    }
+};
+
+#define KD_LAUNCHED(what)                                                                          \
+    do {                                                                                           \
+        cudaError_t kd_e_ = cudaGetLastError();                                                    \
+        if (kd_e_ != cudaSuccess) return grove__cuda_status(ctx, (int)kd_e_, (what));              \
+    } while (0)
+
+/* Inclusive sum scan of n u32 on the device (temp storage grown in *temp). */
+grove_status scan_u32(grove_ctx *ctx, Bufs &b, void **temp, size_t *temp_cap, const uint32_t *in,
+                      uint32_t *out, size_t n, cudaStream_t s)
+{
+    size_t need = 0;
+    GROVE_TRY(grove__cuda_scan(ctx, NULL, &need, GROVE_U32, GROVE_OP_SUM, GROVE_SCAN_INCLUSIVE, in,
+                               out, n, s));
+    GROVE_TRY(b.grow(temp, temp_cap, need, 0, "k-d tree scan temporary storage"));
+    return grove__cuda_scan(ctx, *temp, &need, GROVE_U32, GROVE_OP_SUM, GROVE_SCAN_INCLUSIVE, in,
+                            out, n, s);
+}
+
+template <int D>
+grove_status launch_small(const BNode *nodes, const SmallRoot *roots, uint32_t nroots, int leaf,
+                          const double *x, uint64_t *perm, BNode *sub, double *subb, uint32_t *cnt,
+                          unsigned long long *depth, cudaStream_t s)
+{
+    small_kernel<D><<<(nroots + 127) / 128, 128, 0, s>>>(nodes, roots, nroots, leaf, x, perm, sub,
+                                                         subb, cnt, depth);
+    return GROVE_OK;
+}
+
+grove_status small_stage(grove_ctx *ctx, int D, const BNode *nodes, const SmallRoot *roots,
+                         uint32_t nroots, int leaf, const double *x, uint64_t *perm, BNode *sub,
+                         double *subb, uint32_t *cnt, unsigned long long *depth, cudaStream_t s)
+{
+    if (nroots == 0) return GROVE_OK;
+    switch (D) {
+    case 1: launch_small<1>(nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth, s); break;
+    case 2: launch_small<2>(nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth, s); break;
+    case 3: launch_small<3>(nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth, s); break;
+    case 4: launch_small<4>(nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth, s); break;
+    case 5: launch_small<5>(nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth, s); break;
+    case 6: launch_small<6>(nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth, s); break;
+    case 7: launch_small<7>(nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth, s); break;
+    default: launch_small<8>(nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth, s); break;
+    }
+    KD_LAUNCHED("k-d tree small-node kernel");
+    return GROVE_OK;
+}
+
+grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtree *t)
+{
+    const size_t n = t->n;
+    const int D = t->dims;
+    const size_t cs = 2 * (size_t)D;
+    const size_t es = grove__kd_coord_size(t->type) * (size_t)D;
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    void *d_in = NULL, *temp = NULL, *ptmp = NULL;
+    double *x = NULL, *x2 = NULL, *bounds = NULL, *cell = NULL, *cell2 = NULL, *ccell = NULL;
+    uint64_t *perm = NULL, *perm2 = NULL, *act = NULL, *act2 = NULL;
+    uint8_t *flags = NULL, *heads = NULL;
+    uint32_t *dest = NULL, *ntiles = NULL, *split_flag = NULL, *srank = NULL, *big = NULL,
+             *brank = NULL, *smf = NULL, *smrank = NULL;
+    int32_t *side = NULL;
+    unsigned long long *boxk = NULL, *nleft = NULL, *d_depth = NULL;
+    BNode *nodes = NULL;
+    SmallRoot *roots = NULL;
+    size_t temp_cap = 0, ptmp_cap = 0, nodes_cap = 0, bounds_cap = 0, roots_cap = 0;
+    uint64_t num = 1, nact = 0, nroots = 0;
+    std::vector<uint64_t> levels; /* construction ids of level L: [levels[L], levels[L + 1]) */
+    size_t nlevels = 0;
+    unsigned long long depth = 0;
+    grove_status st = GROVE_OK;
+
+    /* the input: points as doubles, tree order 0..n-1 */
+    GROVE_TRY(b.alloc(&d_in, n * es, "the k-d tree input points"));
+    GROVE_TRY(grove__cuda_h2d(ctx, d_in, pts->data, n * es, s));
+    GROVE_TRY(b.alloc((void **)&x, n * D * sizeof(double), "the k-d tree coordinates"));
+    GROVE_TRY(b.alloc((void **)&perm, n * sizeof(uint64_t), "the k-d tree point order"));
+    if (t->type == GROVE_COORD_F64)
+        to_double_kernel<double><<<grid_for(n * D), kBlock, 0, s>>>((const double *)d_in, n * D, x);
+    else
+        to_double_kernel<float><<<grid_for(n * D), kBlock, 0, s>>>((const float *)d_in, n * D, x);
+    KD_LAUNCHED("k-d tree input conversion kernel");
+    iota_kernel<<<grid_for(n), kBlock, 0, s>>>(perm, n);
+    KD_LAUNCHED("k-d tree order kernel");
+
+    {
+        BNode root;
+        root.begin = 0;
+        root.end = n;
+        root.left = root.right = 0;
+        root.split = 0.0;
+        root.axis = -1;
+        root.kind = GROVE_KDTREE_LEAF;
+        GROVE_TRY(b.grow((void **)&nodes, &nodes_cap, 64 * sizeof(BNode), 0, "the k-d tree nodes"));
+        GROVE_TRY(b.grow((void **)&bounds, &bounds_cap, 64 * cs * sizeof(double), 0,
+                         "the k-d tree boxes"));
+        GROVE_TRY(grove__cuda_h2d(ctx, nodes, &root, sizeof root, s));
+    }
+    GROVE_TRY(b.alloc((void **)&d_depth, sizeof *d_depth, "the k-d tree depth"));
+    GROVE_CUDA_TRY(ctx, cudaMemsetAsync(d_depth, 0, sizeof *d_depth, s), "k-d tree depth");
+    levels.push_back(0);
+    levels.push_back(1);
+    nlevels = 1;
+
+    if (n <= (size_t)kSmall) {
+        SmallRoot r = {0, 0, 0};
+        GROVE_TRY(b.grow((void **)&roots, &roots_cap, sizeof r, 0, "the small roots"));
+        GROVE_TRY(grove__cuda_h2d(ctx, roots, &r, sizeof r, s));
+        nroots = 1;
+    } else {
+        /* the large-node stage */
+        const size_t max_act = n / (kSmall + 1) + 1;
+        GROVE_TRY(b.alloc((void **)&x2, n * D * sizeof(double), "the k-d tree coordinates"));
+        GROVE_TRY(b.alloc((void **)&perm2, n * sizeof(uint64_t), "the k-d tree point order"));
+        GROVE_TRY(b.alloc((void **)&flags, n, "the k-d tree split flags"));
+        GROVE_TRY(b.alloc((void **)&heads, n, "the k-d tree node heads"));
+        GROVE_TRY(b.alloc((void **)&dest, n * sizeof(uint32_t), "the k-d tree moves"));
+        GROVE_TRY(b.alloc((void **)&act, max_act * 8, "the k-d tree active nodes"));
+        GROVE_TRY(b.alloc((void **)&act2, max_act * 8, "the k-d tree active nodes"));
+        GROVE_TRY(b.alloc((void **)&cell, max_act * cs * 8, "the k-d tree cells"));
+        GROVE_TRY(b.alloc((void **)&cell2, max_act * cs * 8, "the k-d tree cells"));
+        GROVE_TRY(b.alloc((void **)&ccell, 2 * max_act * cs * 8, "the k-d tree cells"));
+        GROVE_TRY(b.alloc((void **)&boxk, max_act * cs * 8, "the k-d tree boxes"));
+        GROVE_TRY(b.alloc((void **)&nleft, max_act * 8, "the k-d tree left counts"));
+        GROVE_TRY(b.alloc((void **)&side, max_act * 4, "the k-d tree cut sides"));
+        GROVE_TRY(b.alloc((void **)&ntiles, max_act * 4, "the k-d tree tiles"));
+        GROVE_TRY(b.alloc((void **)&split_flag, max_act * 4, "the k-d tree splits"));
+        GROVE_TRY(b.alloc((void **)&srank, max_act * 4, "the k-d tree splits"));
+        GROVE_TRY(b.alloc((void **)&big, 2 * max_act * 4, "the k-d tree children"));
+        GROVE_TRY(b.alloc((void **)&brank, 2 * max_act * 4, "the k-d tree children"));
+        GROVE_TRY(b.alloc((void **)&smf, 2 * max_act * 4, "the k-d tree children"));
+        GROVE_TRY(b.alloc((void **)&smrank, 2 * max_act * 4, "the k-d tree children"));
+        GROVE_CUDA_TRY(ctx, cudaMemsetAsync(heads, 0, n, s), "k-d tree heads");
+        GROVE_CUDA_TRY(ctx, cudaMemsetAsync(heads, 1, 1, s), "k-d tree heads");
+        {
+            const uint64_t zero = 0;
+            GROVE_TRY(grove__cuda_h2d(ctx, act, &zero, sizeof zero, s));
+        }
+        nact = 1;
+        {
+            unsigned pg = 132 * 8;
+            int dev_sms = 0;
+            if (cudaDeviceGetAttribute(&dev_sms, cudaDevAttrMultiProcessorCount, ctx->device) ==
+                    cudaSuccess &&
+                dev_sms > 0)
+                pg = (unsigned)dev_sms * 8u;
+            for (uint32_t level = 0; nact > 0; level++) {
+                const unsigned ga = grid_for(nact), g2 = grid_for(2 * nact);
+                uint32_t host[3];
+                size_t need = 0;
+                GROVE_TRY(b.grow((void **)&nodes, &nodes_cap, (num + 2 * nact) * sizeof(BNode), 1,
+                                 "the k-d tree nodes"));
+                GROVE_TRY(b.grow((void **)&bounds, &bounds_cap,
+                                 (num + 2 * nact) * cs * sizeof(double), 1, "the k-d tree boxes"));
+                GROVE_TRY(b.grow((void **)&roots, &roots_cap,
+                                 (nroots + 2 * nact) * sizeof(SmallRoot), 1, "the small roots"));
+                tiles_kernel<<<ga, kBlock, 0, s>>>(nodes, act, (uint32_t)nact, D, ntiles, boxk,
+                                                   nleft);
+                KD_LAUNCHED("k-d tree tiles kernel");
+                GROVE_TRY(scan_u32(ctx, b, &temp, &temp_cap, ntiles, ntiles, nact, s));
+                box_kernel<<<pg, kBlock, 0, s>>>(nodes, act, (uint32_t)nact, ntiles, x, D, boxk);
+                KD_LAUNCHED("k-d tree box kernel");
+                if (level == 0) {
+                    root_cell_kernel<<<1, 32, 0, s>>>(boxk, D, cell);
+                    KD_LAUNCHED("k-d tree root cell kernel");
+                }
+                decide_kernel<<<ga, kBlock, 0, s>>>(nodes, act, (uint32_t)nact, D, boxk, cell,
+                                                    bounds, split_flag, side);
+                KD_LAUNCHED("k-d tree decide kernel");
+                GROVE_CUDA_TRY(ctx, cudaMemsetAsync(flags, 1, n, s), "k-d tree flags");
+                flags_kernel<<<pg, kBlock, 0, s>>>(nodes, act, (uint32_t)nact, ntiles, x, D, flags,
+                                                   nleft);
+                KD_LAUNCHED("k-d tree flags kernel");
+                GROVE_TRY(grove__cuda_segsplit(ctx, NULL, &need, 8, perm, flags, heads, perm2, dest,
+                                               n, s));
+                GROVE_TRY(b.grow(&ptmp, &ptmp_cap, need, 0, "k-d tree split storage"));
+                GROVE_TRY(grove__cuda_segsplit(ctx, ptmp, &need, 8, perm, flags, heads, perm2, dest,
+                                               n, s));
+                move_rows_kernel<<<grid_for(n), kBlock, 0, s>>>(x, dest, n, D, x2);
+                KD_LAUNCHED("k-d tree row move kernel");
+                {
+                    double *tx = x;
+                    uint64_t *tp = perm;
+                    x = x2;
+                    x2 = tx;
+                    perm = perm2;
+                    perm2 = tp;
+                }
+                GROVE_TRY(scan_u32(ctx, b, &temp, &temp_cap, split_flag, srank, nact, s));
+                children_kernel<<<ga, kBlock, 0, s>>>(nodes, act, (uint32_t)nact, D, num,
+                                                      split_flag, srank, nleft, side, cell, bounds,
+                                                      heads, big, smf, ccell);
+                KD_LAUNCHED("k-d tree children kernel");
+                GROVE_TRY(scan_u32(ctx, b, &temp, &temp_cap, big, brank, 2 * nact, s));
+                GROVE_TRY(scan_u32(ctx, b, &temp, &temp_cap, smf, smrank, 2 * nact, s));
+                compact_kernel<<<g2, kBlock, 0, s>>>((uint32_t)nact, D, num, split_flag, srank, big,
+                                                     brank, smf, smrank, ccell, act2, cell2,
+                                                     roots + nroots, level + 1);
+                KD_LAUNCHED("k-d tree compact kernel");
+                GROVE_TRY(grove__cuda_d2h(ctx, &host[0], srank + nact - 1, 4, s));
+                GROVE_TRY(grove__cuda_d2h(ctx, &host[1], brank + 2 * nact - 1, 4, s));
+                GROVE_TRY(grove__cuda_d2h(ctx, &host[2], smrank + 2 * nact - 1, 4, s));
+                GROVE_TRY(grove__cuda_sync(ctx, s, "building the k-d tree"));
+                {
+                    uint64_t *ta = act;
+                    double *tc = cell;
+                    act = act2;
+                    act2 = ta;
+                    cell = cell2;
+                    cell2 = tc;
+                }
+                num += 2 * (uint64_t)host[0];
+                nroots += host[2];
+                nact = host[1];
+                if (host[0] > 0) {
+                    levels.push_back(num);
+                    nlevels++;
+                    depth = nlevels - 1;
+                }
+            }
+        }
+    }
+
+    {
+        /* the small-node stage */
+        BNode *sub = NULL;
+        double *subb = NULL;
+        uint32_t *cnt = NULL, *small_of = NULL;
+        uint64_t *size = NULL, *pre = NULL;
+        grove_kdtree_node *onodes = NULL;
+        double *obounds = NULL;
+        unsigned long long sd = 0;
+        uint64_t total = 0;
+        if (nroots > UINT32_MAX)
+            return grove__error(ctx, GROVE_ERR_LIMIT, "grove_kdtree_build: too many small nodes");
+        GROVE_TRY(b.alloc((void **)&sub, 2 * n * sizeof(BNode), "the k-d tree small nodes"));
+        GROVE_TRY(
+            b.alloc((void **)&subb, 2 * n * cs * sizeof(double), "the k-d tree small node boxes"));
+        GROVE_TRY(b.alloc((void **)&cnt, (nroots + 1) * 4, "the k-d tree subtree sizes"));
+        GROVE_TRY(small_stage(ctx, D, nodes, roots, (uint32_t)nroots, t->opts.leaf_size, x, perm,
+                              sub, subb, cnt, d_depth, s));
+        /* the output stage */
+        GROVE_TRY(b.alloc((void **)&small_of, num * 4, "the k-d tree small root marks"));
+        GROVE_TRY(b.alloc((void **)&size, num * 8, "the k-d tree subtree sizes"));
+        GROVE_TRY(b.alloc((void **)&pre, num * 8, "the k-d tree preorder"));
+        GROVE_CUDA_TRY(ctx, cudaMemsetAsync(small_of, 0, num * 4, s), "k-d tree marks");
+        GROVE_CUDA_TRY(ctx, cudaMemsetAsync(pre, 0, 8, s), "k-d tree preorder");
+        mark_small_kernel<<<grid_for(nroots), kBlock, 0, s>>>(roots, (uint32_t)nroots, small_of);
+        KD_LAUNCHED("k-d tree mark kernel");
+        for (size_t L = nlevels; L-- > 0;) {
+            size_kernel<<<grid_for(levels[L + 1] - levels[L]), kBlock, 0, s>>>(
+                nodes, levels[L], levels[L + 1], small_of, cnt, size);
+            KD_LAUNCHED("k-d tree size kernel");
+        }
+        for (size_t L = 0; L < nlevels; L++) {
+            pre_kernel<<<grid_for(levels[L + 1] - levels[L]), kBlock, 0, s>>>(
+                nodes, levels[L], levels[L + 1], size, pre);
+            KD_LAUNCHED("k-d tree preorder kernel");
+        }
+        GROVE_TRY(grove__cuda_d2h(ctx, &total, size, 8, s));
+        GROVE_TRY(grove__cuda_d2h(ctx, &sd, d_depth, sizeof sd, s));
+        GROVE_TRY(grove__cuda_sync(ctx, s, "building the k-d tree"));
+        if (sd > depth) depth = sd;
+        GROVE_TRY(b.alloc((void **)&onodes, total * sizeof *onodes, "the k-d tree nodes"));
+        GROVE_TRY(b.alloc((void **)&obounds, total * cs * sizeof(double), "the k-d tree boxes"));
+        out_large_kernel<<<grid_for(num), kBlock, 0, s>>>(nodes, num, D, bounds, small_of, pre,
+                                                          onodes, obounds);
+        KD_LAUNCHED("k-d tree output kernel");
+        out_small_kernel<<<grid_for(nroots), kBlock, 0, s>>>(nodes, roots, (uint32_t)nroots, D, sub,
+                                                             subb, cnt, pre, onodes, obounds);
+        KD_LAUNCHED("k-d tree output kernel");
+        /* the tree's points in the input's type */
+        b.release(x2);
+        x2 = NULL;
+        {
+            unsigned char *opts = NULL;
+            GROVE_TRY(b.alloc((void **)&opts, n * es, "the k-d tree points"));
+            gather_rows_kernel<<<grid_for(n), kBlock, 0, s>>>((const unsigned char *)d_in, n, es,
+                                                              perm, opts);
+            KD_LAUNCHED("k-d tree point gather kernel");
+            t->nodes = (grove_kdtree_node *)malloc(total * sizeof *t->nodes);
+            t->bounds = (double *)malloc(total * cs * sizeof *t->bounds);
+            t->pts = malloc(n * es);
+            t->index = (uint64_t *)malloc(n * sizeof *t->index);
+            if (!t->nodes || !t->bounds || !t->pts || !t->index)
+                return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
+                                    "grove_kdtree_build: out of memory for %zu nodes and %zu "
+                                    "points",
+                                    (size_t)total, n);
+            GROVE_TRY(grove__cuda_d2h(ctx, t->nodes, onodes, total * sizeof *t->nodes, s));
+            GROVE_TRY(grove__cuda_d2h(ctx, t->bounds, obounds, total * cs * sizeof *t->bounds, s));
+            GROVE_TRY(grove__cuda_d2h(ctx, t->pts, opts, n * es, s));
+            GROVE_TRY(grove__cuda_d2h(ctx, t->index, perm, n * sizeof *t->index, s));
+            GROVE_TRY(grove__cuda_sync(ctx, s, "downloading the k-d tree"));
+        }
+        t->num_nodes = (size_t)total;
+        t->depth = (size_t)depth;
+    }
+    return st;
+}
+
+} // namespace
+
+extern "C" grove_status grove__kd_build_cuda(grove_ctx *ctx, const grove_coords *pts,
+                                             grove_kdtree *t)
+{
+    Bufs b;
+    grove_status st;
+    b.ctx = ctx;
+    b.stream = ctx->stream;
+    b.count = 0;
+    if (t->n > (size_t)UINT32_MAX)
+        return grove__error(ctx, GROVE_ERR_LIMIT,
+                            "grove_kdtree_build: the CUDA build takes at most %u points, got %zu",
+                            UINT32_MAX, t->n);
+    GROVE_TRY(grove__cuda_use(ctx));
+    st = build(ctx, b, pts, t);
+    b.free_all();
+    if (st != GROVE_OK) {
+        free(t->nodes);
+        free(t->bounds);
+        free(t->pts);
+        free(t->index);
+        t->nodes = NULL;
+        t->bounds = NULL;
+        t->pts = NULL;
+        t->index = NULL;
+        /* the stream may still run kernels on the freed buffers' pool: wait for it */
+        cudaStreamSynchronize((cudaStream_t)ctx->stream);
+    }
+    return st;
+}
