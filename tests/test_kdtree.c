@@ -3,11 +3,12 @@
  * search against float64 brute force (exact indices and squared distances, ties included),
  * thread-count independence, degenerate and extreme inputs, bad input, save and load.
  *
- * Usage: test_kdtree [--backend cpu|cuda] [--large N] [--seed S] [--only knn|radius|...]
+ * Usage: test_kdtree [--backend cpu|cuda] [--large N] [--seed S] [--only sanitize]
  * --large N runs only the large pass at N points (validator plus brute force on a few
  * queries). With --backend cuda the trees are built and queried on the GPU, and every GPU
  * tree is compared byte for byte with the trees of the CPU backend on 1 and 5 threads; exit
- * 77 (skipped) where no GPU can be used.
+ * 77 (skipped) where no GPU can be used. --only sanitize runs a few small cases of every kind
+ * (for compute-sanitizer, which slows the GPU code down a hundredfold).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -696,7 +697,11 @@ int main(int argc, char **argv)
     static const size_t sizes[] = {0, 1, 31, 32, 33, 64, 65, 1000};
     if (tu_parse_args(argc, argv, &a)) {
         fprintf(stderr, "usage: test_kdtree [--backend cpu|cuda] [--large N] [--seed S] "
-                        "[--only basic]\n");
+                        "[--only sanitize]\n");
+        return 2;
+    }
+    if (a.only && strcmp(a.only, "sanitize") != 0) {
+        fprintf(stderr, "test_kdtree: --only takes 'sanitize', got '%s'\n", a.only);
         return 2;
     }
     r.s = a.seed;
@@ -730,6 +735,16 @@ int main(int argc, char **argv)
     CHECK_OK(ctx5, grove_ctx_create(&co, &ctx5));
     if (tu_failures) return tu_finish("test_kdtree");
 
+    if (a.only) {
+        for (int kind = 0; kind < K_COUNT; kind++)
+            run_case(ctx, ctx1, &r, kind, kind % 2 ? 65 : 3000, 2 + kind % 2,
+                     (grove_coord_type)(kind / 2 % 2), 12, 4, 1);
+        run_case(ctx, ctx1, &r, K_CLUSTER, 20000, 5, GROVE_COORD_F32, 16, 4, 0);
+        grove_ctx_destroy(ctx);
+        grove_ctx_destroy(ctx1);
+        grove_ctx_destroy(ctx5);
+        return tu_finish("test_kdtree");
+    }
     if (a.large) {
         run_case(ctx, ctx1, &r, K_UNIFORM, a.large, 3, GROVE_COORD_F32, 12, 40, 0);
         run_case(ctx, ctx1, &r, K_CLUSTER, a.large, 2, GROVE_COORD_F64, 12, 40, 0);
