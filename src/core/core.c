@@ -94,6 +94,19 @@ int grove__threads(const grove_ctx *ctx)
 #endif
 }
 
+void grove__prefault(void *p, size_t bytes, int nt)
+{
+    const size_t chunk = (size_t)1 << 20;
+    size_t nchunks = (bytes + chunk - 1) / chunk;
+    if (!p) return;
+    (void)nt;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nchunks > 4)
+    for (size_t c = 0; c < nchunks; c++) {
+        size_t off = c * chunk, len = bytes - off < chunk ? bytes - off : chunk;
+        memset((char *)p + off, 0, len);
+    }
+}
+
 grove_status grove_device_count(int *count)
 {
     if (!count) return GROVE_ERR_INVALID_ARG;
@@ -154,8 +167,8 @@ static grove_status resolve_backend(grove_ctx *ctx, const grove_ctx_opts *o)
                                     "CUDA backend requested but no usable GPU was found "
                                     "(no device, or the NVIDIA driver is missing or too old)");
             return grove__error(ctx, GROVE_ERR_NO_DEVICE,
-                                "CUDA device %d requested but only %d device(s) found",
-                                o->device, n);
+                                "CUDA device %d requested but only %d device(s) found", o->device,
+                                n);
         }
         return GROVE_OK;
     }
@@ -220,10 +233,7 @@ void *grove_ctx_stream(const grove_ctx *ctx)
     return (ctx && ctx->backend == GROVE_BACKEND_CUDA) ? ctx->stream : NULL;
 }
 
-const char *grove_ctx_last_error(const grove_ctx *ctx)
-{
-    return ctx ? ctx->err : "no context";
-}
+const char *grove_ctx_last_error(const grove_ctx *ctx) { return ctx ? ctx->err : "no context"; }
 
 void grove_ctx_clear_error(grove_ctx *ctx)
 {

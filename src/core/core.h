@@ -64,6 +64,11 @@ grove_status grove__check_ctx(grove_ctx *ctx);
 /* Number of CPU threads to use for this context. */
 int grove__threads(const grove_ctx *ctx);
 
+/* Touches bytes of fresh host memory on nt threads (writing zeros). A device-to-host copy into
+ * pages that were never touched faults them in one at a time inside the driver, which costs
+ * more than the copy itself for large arrays; call this on the destination first. */
+void grove__prefault(void *p, size_t bytes, int nt);
+
 /* Propagate a failure: evaluate expr, return its status if it is not GROVE_OK. */
 #define GROVE_TRY(expr)                                                                            \
     do {                                                                                           \

@@ -837,6 +837,14 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
     KD_LAUNCHED("k-d tree input conversion kernel");
     iota_kernel<<<grid_for(n), kBlock, 0, s>>>(perm, n);
     KD_LAUNCHED("k-d tree order kernel");
+    /* the host arrays of the points, touched while the GPU works */
+    t->pts = malloc(n * es);
+    t->index = (uint64_t *)malloc(n * sizeof *t->index);
+    if (!t->pts || !t->index)
+        return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
+                            "grove_kdtree_build: out of memory for %zu points", n);
+    grove__prefault(t->pts, n * es, grove__threads(ctx));
+    grove__prefault(t->index, n * sizeof *t->index, grove__threads(ctx));
 
     {
         BNode root;
@@ -1035,13 +1043,16 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
             KD_LAUNCHED("k-d tree point gather kernel");
             t->nodes = (grove_kdtree_node *)malloc(total * sizeof *t->nodes);
             t->bounds = (double *)malloc(total * cs * sizeof *t->bounds);
-            t->pts = malloc(n * es);
-            t->index = (uint64_t *)malloc(n * sizeof *t->index);
-            if (!t->nodes || !t->bounds || !t->pts || !t->index)
+            if (!t->nodes || !t->bounds)
                 return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
                                     "grove_kdtree_build: out of memory for %zu nodes and %zu "
                                     "points",
                                     (size_t)total, n);
+            {
+                const int nt = grove__threads(ctx);
+                grove__prefault(t->nodes, total * sizeof *t->nodes, nt);
+                grove__prefault(t->bounds, total * cs * sizeof *t->bounds, nt);
+            }
             GROVE_TRY(grove__cuda_d2h(ctx, t->nodes, onodes, total * sizeof *t->nodes, s));
             GROVE_TRY(grove__cuda_d2h(ctx, t->bounds, obounds, total * cs * sizeof *t->bounds, s));
             GROVE_TRY(grove__cuda_d2h(ctx, t->pts, opts, n * es, s));

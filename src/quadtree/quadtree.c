@@ -68,8 +68,10 @@ static grove_status check_points(grove_ctx *ctx, const char *fn, const grove_poi
     const int use_box = o->use_bbox;
     int nt = grove__threads(ctx);
     /* In parallel: the first bad index is the smallest one, whichever thread finds it. */
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > 65536) \
-    reduction(min : bad, lo_x, lo_y) reduction(max : hi_x, hi_y)
+#pragma omp parallel for num_threads(nt) schedule(static) if (n > 65536)                           \
+    reduction(min                                                                                  \
+              : bad, lo_x, lo_y) reduction(max                                                     \
+                                           : hi_x, hi_y)
     for (size_t i = 0; i < n; i++) {
         float x = pts->xyz[i * dims], y = pts->xyz[i * dims + 1];
         int ok = isfinite(x) && isfinite(y);
@@ -92,8 +94,8 @@ static grove_status check_points(grove_ctx *ctx, const char *fn, const grove_poi
         return grove__error(ctx, GROVE_ERR_BAD_INPUT,
                             "%s: point %zu (x=%.9g, y=%.9g) lies outside opts->bbox (%.9g, %.9g, "
                             "%.9g, %.9g)",
-                            fn, bad, (double)x, (double)y, (double)b[0], (double)b[1],
-                            (double)b[2], (double)b[3]);
+                            fn, bad, (double)x, (double)y, (double)b[0], (double)b[1], (double)b[2],
+                            (double)b[3]);
     }
     if (use_box) {
         memcpy(root, b, 4 * sizeof(float));
@@ -230,8 +232,8 @@ grove_status grove_quadtree_build_device(grove_ctx *ctx, const float *d_xyz, siz
     if (n > 0) {
         size_t bad;
         float bxy[2];
-        GROVE_TRY(grove__qt_check_points_cuda(ctx, d_xyz, n, dims, o.use_bbox ? o.bbox : NULL,
-                                              root, &bad, bxy));
+        GROVE_TRY(grove__qt_check_points_cuda(ctx, d_xyz, n, dims, o.use_bbox ? o.bbox : NULL, root,
+                                              &bad, bxy));
         if (bad != SIZE_MAX && (!isfinite(bxy[0]) || !isfinite(bxy[1])))
             return grove__error(ctx, GROVE_ERR_BAD_INPUT,
                                 "%s: point %zu has a non-finite coordinate (x=%.9g, y=%.9g)", fn,
@@ -264,20 +266,6 @@ grove_status grove_quadtree_build_device(grove_ctx *ctx, const float *d_xyz, siz
 #endif
 }
 
-#ifdef GROVE_HAVE_CUDA
-static void prefault(void *p, size_t bytes, int nt)
-{
-    const size_t chunk = (size_t)1 << 20;
-    size_t nchunks = (bytes + chunk - 1) / chunk;
-    if (!p) return;
-#pragma omp parallel for num_threads(nt) schedule(static) if (nchunks > 4)
-    for (size_t c = 0; c < nchunks; c++) {
-        size_t off = c * chunk, len = bytes - off < chunk ? bytes - off : chunk;
-        memset((char *)p + off, 0, len);
-    }
-}
-#endif
-
 grove_status grove_quadtree_download(grove_ctx *ctx, grove_quadtree *t)
 {
     static const char fn[] = "grove_quadtree_download";
@@ -285,8 +273,8 @@ grove_status grove_quadtree_download(grove_ctx *ctx, grove_quadtree *t)
     if (!t) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: t is NULL", fn);
     if (t->nodes) return GROVE_OK;
     if (t->dev_ctx != ctx)
-        return grove__error(ctx, GROVE_ERR_INVALID_ARG,
-                            "%s: the tree was built on another context", fn);
+        return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: the tree was built on another context",
+                            fn);
 #ifdef GROVE_HAVE_CUDA
     {
         grove_status st = GROVE_OK;
@@ -307,16 +295,16 @@ grove_status grove_quadtree_download(grove_ctx *ctx, grove_quadtree *t)
         }
         /* Touch the new pages on all threads first: faulting them in one at a time inside the
          * copies costs more than the copies themselves on large trees. */
-        prefault(nodes, t->num_nodes * sizeof *nodes, grove__threads(ctx));
-        prefault(pts, 2 * t->n * sizeof *pts, grove__threads(ctx));
-        prefault(index, t->n * sizeof *index, grove__threads(ctx));
-        GROVE_TRY_END(st, grove__cuda_d2h(ctx, nodes, t->d_nodes, t->num_nodes * sizeof *nodes,
-                                          ctx->stream));
+        grove__prefault(nodes, t->num_nodes * sizeof *nodes, grove__threads(ctx));
+        grove__prefault(pts, 2 * t->n * sizeof *pts, grove__threads(ctx));
+        grove__prefault(index, t->n * sizeof *index, grove__threads(ctx));
+        GROVE_TRY_END(
+            st, grove__cuda_d2h(ctx, nodes, t->d_nodes, t->num_nodes * sizeof *nodes, ctx->stream));
         if (t->n > 0) {
-            GROVE_TRY_END(st, grove__cuda_d2h(ctx, pts, t->d_pts, 2 * t->n * sizeof *pts,
-                                              ctx->stream));
-            GROVE_TRY_END(st, grove__cuda_d2h(ctx, index, t->d_index, t->n * sizeof *index,
-                                              ctx->stream));
+            GROVE_TRY_END(st,
+                          grove__cuda_d2h(ctx, pts, t->d_pts, 2 * t->n * sizeof *pts, ctx->stream));
+            GROVE_TRY_END(
+                st, grove__cuda_d2h(ctx, index, t->d_index, t->n * sizeof *index, ctx->stream));
         }
         GROVE_TRY_END(st, grove__cuda_sync(ctx, ctx->stream, "copying the quadtree to the host"));
         t->nodes = nodes;
@@ -393,4 +381,3 @@ void grove_quadtree_get_opts(const grove_quadtree *t, grove_quadtree_opts *opts)
     }
     *opts = t->opts;
 }
-
