@@ -17,10 +17,11 @@
  *                  children one thread per node; scans of the kinds of child compact the next
  *                           level's active list and the small roots. The host reads three
  *                           counts per level.
- *   small nodes  one thread per small root (at most 64 points): small_build() of
- *                kdtree_cpu.c with its scratch in local memory, writing its subtree in
- *                construction order to scratch slots of its own (2 * begin: a subtree of m
- *                points has at most 2m - 1 nodes), the points' tree order in place.
+ *   small nodes  one warp per small root (at most 64 points): small_build() of kdtree_cpu.c
+ *                with its scratch in shared memory and each node's plane search spread over
+ *                the lanes, writing the subtree in construction order to scratch slots of its
+ *                own (2 * begin: a subtree of m points has at most 2m - 1 nodes), the points'
+ *                tree order in place.
  *   output       subtree sizes level by level upwards, preorder positions downwards, then one
  *                thread per node writes the final node (a small root writes its whole subtree,
  *                renumbered into preorder).
@@ -389,13 +390,24 @@ compact_kernel(uint32_t nact, int D, uint64_t base, const uint32_t *__restrict__
 
 /* ---- small-node stage ---- */
 
-/* Scratch of one thread for one small root (kdtree_cpu.c's small_ws), sized for D axes. */
-template <int D> struct SmallWs {
-    double px[kSmall * D];
-    uint64_t gid[kSmall];
-    uint8_t ord[D][kSmall];
-    uint8_t seq[kSmall], tmpo[kSmall], side[kSmall];
-    double pre[(kSmall + 1) * 2 * D];
+/* One warp per small root (at most 64 points, so two per lane). The warp walks the root's
+ * subtree depth first as small_build() of kdtree_cpu.c does; each node's box is a warp
+ * reduction, and the plane search runs all candidate planes of an axis at once: prefix and
+ * suffix boxes by warp scans (min and max are exact, so any order gives the CPU's boxes), the
+ * CPU's cost formula per candidate in the same rounded operations, then the least
+ * (cost, axis, position), which is what the CPU's sequential sweep keeps. The stable
+ * partitions of the tree order and of the per-axis sorted lists are ballots. */
+const int kSmallWarps = 4;
+
+/* Shared scratch of one warp, sized for D axes. */
+template <int D> struct WarpWs {
+    double px[kSmall * D];  /* local point p's coordinates */
+    uint64_t gid[kSmall];   /* local point -> input position */
+    uint8_t ord[D][kSmall]; /* per axis, each node's range sorted by (coordinate, p) */
+    uint8_t seq[kSmall];    /* tree order of the local points */
+    uint8_t tmp[kSmall];    /* partition scratch */
+    uint8_t stk[2 * kSmall + 2], sa[2 * kSmall + 2], se[2 * kSmall + 2]; /* node stack */
+    uint8_t lvl[2 * kSmall]; /* local depth per local node */
 };
 
 template <int D> __device__ double box_measure(const double *lo, const double *hi, double infl)
@@ -405,186 +417,264 @@ template <int D> __device__ double box_measure(const double *lo, const double *h
     return m;
 }
 
-/* small_best() of kdtree_cpu.c. */
-template <int D>
-__device__ int small_best(SmallWs<D> &w, int a, int e, const double *bx, int *axis, double *split)
+/* A candidate plane: cost c before position i of an axis's sorted range (i >= 1). */
+struct Cand {
+    double c, split;
+    int i, ok;
+};
+
+__device__ __forceinline__ bool better(const Cand &a, const Cand &b)
 {
-    const int m = e - a;
-    const int cs = 2 * D;
-    double ext_max = 0.0, infl, best = INFINITY;
-    int found = 0;
+    return a.ok && (!b.ok || a.c < b.c || (a.c == b.c && a.i < b.i));
+}
+
+__device__ __forceinline__ Cand shfl_cand(const Cand &a, int o)
+{
+    Cand r;
+    r.c = __shfl_xor_sync(0xffffffffu, a.c, o);
+    r.split = __shfl_xor_sync(0xffffffffu, a.split, o);
+    r.i = __shfl_xor_sync(0xffffffffu, a.i, o);
+    r.ok = __shfl_xor_sync(0xffffffffu, a.ok, o);
+    return r;
+}
+
+/* The least-cost plane of the node whose range [a, e) of every sorted list has the box bx;
+ * the same result in every lane. Returns 0 if no plane separates the points. */
+template <int D>
+__device__ int warp_best(const WarpWs<D> &w, int a, int e, const double *bx, int lane, int *axis,
+                         double *split)
+{
+    const int m = e - a, j0 = 2 * lane, j1 = 2 * lane + 1;
+    double ext_max = 0.0, infl;
+    Cand best;
+    best.ok = 0;
+    best.c = INFINITY;
+    best.split = 0.0;
+    best.i = 0;
+    *axis = -1;
     for (int d = 0; d < D; d++) {
         double ex = __dsub_rn(bx[D + d], bx[d]);
         ext_max = ex > ext_max ? ex : ext_max;
     }
     infl = __dmul_rn(2.0, __ddiv_rn(ext_max, __dsqrt_rn((double)m)));
     for (int d = 0; d < D; d++) {
-        const uint8_t *o = w.ord[d];
-        double lo[D], hi[D];
+        const uint8_t *o = w.ord[d] + a;
+        const bool h0 = j0 < m, h1 = j1 < m;
+        const double *p0 = h0 ? w.px + o[j0] * D : NULL, *p1 = h1 ? w.px + o[j1] * D : NULL;
+        /* left box of the plane before j0 (exclusive prefix), and before j1; right box of the
+         * plane before j0 (suffix from j0), and before j1 */
+        double l0lo[D], l0hi[D], l1lo[D], l1hi[D], r0lo[D], r0hi[D], r1lo[D], r1hi[D];
         for (int k = 0; k < D; k++) {
-            lo[k] = INFINITY;
-            hi[k] = -INFINITY;
-        }
-        for (int i = 0; i < m; i++) {
-            const double *p = w.px + o[a + i] * D;
-            for (int k = 0; k < D; k++) {
-                lo[k] = p[k] < lo[k] ? p[k] : lo[k];
-                hi[k] = p[k] > hi[k] ? p[k] : hi[k];
-                w.pre[(i + 1) * cs + k] = lo[k];
-                w.pre[(i + 1) * cs + D + k] = hi[k];
-            }
-        }
-        for (int k = 0; k < D; k++) {
-            lo[k] = INFINITY;
-            hi[k] = -INFINITY;
-        }
-        for (int i = m - 1; i >= 1; i--) {
-            const double *p = w.px + o[a + i] * D;
-            const double *q = w.px + o[a + i - 1] * D;
-            for (int k = 0; k < D; k++) {
-                lo[k] = p[k] < lo[k] ? p[k] : lo[k];
-                hi[k] = p[k] > hi[k] ? p[k] : hi[k];
-            }
-            if (q[d] < p[d]) {
-                double ml = box_measure<D>(w.pre + i * cs, w.pre + i * cs + D, infl);
-                double mr = box_measure<D>(lo, hi, infl);
-                double c = __dadd_rn(__dmul_rn((double)i, ml), __dmul_rn((double)(m - i), mr));
-                if (!found || c < best || (c == best && *axis == d)) {
-                    best = c;
-                    *axis = d;
-                    *split = p[d];
-                    found = 1;
+            double v0lo = h0 ? p0[k] : INFINITY, v0hi = h0 ? p0[k] : -INFINITY;
+            double v1lo = h1 ? p1[k] : INFINITY, v1hi = h1 ? p1[k] : -INFINITY;
+            double slo = fmin(v0lo, v1lo), shi = fmax(v0hi, v1hi);
+            double ulo = slo, uhi = shi;
+            for (int q = 1; q < 32; q *= 2) {
+                double tlo = __shfl_up_sync(0xffffffffu, slo, q);
+                double thi = __shfl_up_sync(0xffffffffu, shi, q);
+                double vlo = __shfl_down_sync(0xffffffffu, ulo, q);
+                double vhi = __shfl_down_sync(0xffffffffu, uhi, q);
+                if (lane >= q) {
+                    slo = fmin(slo, tlo);
+                    shi = fmax(shi, thi);
+                }
+                if (lane + q < 32) {
+                    ulo = fmin(ulo, vlo);
+                    uhi = fmax(uhi, vhi);
                 }
             }
+            double elo = __shfl_up_sync(0xffffffffu, slo, 1);
+            double ehi = __shfl_up_sync(0xffffffffu, shi, 1);
+            double alo = __shfl_down_sync(0xffffffffu, ulo, 1);
+            double ahi = __shfl_down_sync(0xffffffffu, uhi, 1);
+            if (lane == 0) {
+                elo = INFINITY;
+                ehi = -INFINITY;
+            }
+            if (lane == 31) {
+                alo = INFINITY;
+                ahi = -INFINITY;
+            }
+            l0lo[k] = elo;
+            l0hi[k] = ehi;
+            l1lo[k] = fmin(elo, v0lo);
+            l1hi[k] = fmax(ehi, v0hi);
+            r0lo[k] = ulo;
+            r0hi[k] = uhi;
+            r1lo[k] = fmin(alo, v1lo);
+            r1hi[k] = fmax(ahi, v1hi);
+        }
+        /* the coordinate before j0 is the previous lane's j1 */
+        double c1 = h1 ? p1[d] : INFINITY, c0 = h0 ? p0[d] : INFINITY;
+        double before0 = __shfl_up_sync(0xffffffffu, c1, 1);
+        Cand mine, other;
+        mine.ok = j0 >= 1 && h0 && before0 < c0;
+        mine.i = j0;
+        mine.split = c0;
+        mine.c = INFINITY;
+        if (mine.ok) {
+            double ml = box_measure<D>(l0lo, l0hi, infl), mr = box_measure<D>(r0lo, r0hi, infl);
+            mine.c = __dadd_rn(__dmul_rn((double)j0, ml), __dmul_rn((double)(m - j0), mr));
+        }
+        other.ok = h1 && c0 < c1;
+        other.i = j1;
+        other.split = c1;
+        other.c = INFINITY;
+        if (other.ok) {
+            double ml = box_measure<D>(l1lo, l1hi, infl), mr = box_measure<D>(r1lo, r1hi, infl);
+            other.c = __dadd_rn(__dmul_rn((double)j1, ml), __dmul_rn((double)(m - j1), mr));
+        }
+        if (better(other, mine)) mine = other;
+        for (int q = 16; q > 0; q /= 2) {
+            Cand t = shfl_cand(mine, q);
+            if (better(t, mine)) mine = t;
+        }
+        /* a later axis must be strictly better */
+        if (mine.ok && (!best.ok || mine.c < best.c)) {
+            best = mine;
+            *axis = d;
         }
     }
-    return found;
+    *split = best.split;
+    return best.ok;
 }
 
-/* One thread per small root: small_build() of kdtree_cpu.c. The subtree goes to the scratch
- * slots sub[2 * begin ...] in construction order (local ids; left/right local, 0 for a leaf),
- * its size to cnt[r]; the root's points are put in tree order in perm. */
+/* Stable partition of list[a, e) by px[p * D + axis] < split (nl points go left). */
 template <int D>
-__global__ void __launch_bounds__(128)
+__device__ void warp_partition(WarpWs<D> &w, uint8_t *list, int a, int e, int nl, int axis,
+                               double split, int lane)
+{
+    int left = 0;
+    for (int c = a; c < e; c += 32) {
+        int j = c + lane;
+        uint8_t p = j < e ? list[j] : 0;
+        bool f = j < e && w.px[p * D + axis] < split;
+        unsigned bal = __ballot_sync(0xffffffffu, f);
+        int lr = left + __popc(bal & ((1u << lane) - 1u));
+        if (j < e) w.tmp[f ? a + lr : a + nl + (j - a - lr)] = p;
+        left += __popc(bal);
+    }
+    __syncwarp();
+    for (int j = a + lane; j < e; j += 32) list[j] = w.tmp[j];
+    __syncwarp();
+}
+
+/* The subtree of each small root: to the scratch slots sub[2 * begin ...] in construction order
+ * (local ids; left/right local, 0 for a leaf), its size to cnt[r], and the root's points put
+ * in tree order in perm. */
+template <int D>
+__global__ void __launch_bounds__(32 * kSmallWarps)
     small_kernel(const BNode *__restrict__ nodes, const SmallRoot *__restrict__ roots,
                  uint32_t nroots, int leaf, const double *__restrict__ x,
                  uint64_t *__restrict__ perm, BNode *__restrict__ sub, double *__restrict__ subb,
                  uint32_t *__restrict__ cnt, unsigned long long *__restrict__ depth)
 {
-    const int cs = 2 * D;
-    uint32_t r = blockIdx.x * blockDim.x + threadIdx.x;
+    const int cs = 2 * D, lane = threadIdx.x & 31, wi = threadIdx.x / 32;
+    __shared__ WarpWs<D> wss[kSmallWarps];
+    WarpWs<D> &w = wss[wi];
+    const uint32_t r = blockIdx.x * kSmallWarps + wi;
     if (r >= nroots) return;
-    SmallWs<D> w;
     const BNode rn = nodes[roots[r].id];
     const uint64_t B = rn.begin;
     const int m = (int)(rn.end - rn.begin);
     BNode *v = sub + 2 * B;
     double *vb = subb + 2 * B * cs;
-    uint8_t stk[2 * kSmall + 2], sa[2 * kSmall + 2], se[2 * kSmall + 2], lvl[2 * kSmall];
     int sp = 0, nv = 1, maxl = 0;
 
-    for (int p = 0; p < m; p++) {
+    for (int p = lane; p < m; p += 32) {
         w.gid[p] = perm[B + p];
         for (int d = 0; d < D; d++) w.px[p * D + d] = x[(B + p) * D + d];
         w.seq[p] = (uint8_t)p;
     }
-    for (int d = 0; d < D; d++) {
-        uint8_t *o = w.ord[d];
-        for (int i = 0; i < m; i++) {
-            int j = i;
-            double vi = w.px[i * D + d];
-            while (j > 0 && w.px[o[j - 1] * D + d] > vi) {
-                o[j] = o[j - 1];
-                j--;
+    __syncwarp();
+    /* per axis, the rank of each point by (coordinate, local position) */
+    for (int d = 0; d < D; d++)
+        for (int p = lane; p < m; p += 32) {
+            double vp = w.px[p * D + d];
+            int rank = 0;
+            for (int q = 0; q < m; q++) {
+                double vq = w.px[q * D + d];
+                rank += vq < vp || (vq == vp && q < p);
             }
-            o[j] = (uint8_t)i;
+            w.ord[d][rank] = (uint8_t)p;
         }
+    if (lane == 0) {
+        v[0] = rn;
+        w.lvl[0] = 0;
+        w.stk[0] = 0;
+        w.sa[0] = 0;
+        w.se[0] = (uint8_t)m;
     }
-    v[0] = rn;
-    lvl[0] = 0;
-    stk[sp] = 0;
-    sa[sp] = 0;
-    se[sp++] = (uint8_t)m;
+    sp = 1;
+    __syncwarp();
     while (sp > 0) {
         int id, a, e, axis = -1, nl = 0;
-        double split = 0.0, *bx;
+        double split = 0.0, bx[2 * D];
         sp--;
-        id = stk[sp];
-        a = sa[sp];
-        e = se[sp];
-        bx = vb + id * cs;
+        id = w.stk[sp];
+        a = w.sa[sp];
+        e = w.se[sp];
+        __syncwarp();
         for (int k = 0; k < D; k++) {
-            bx[k] = INFINITY;
-            bx[D + k] = -INFINITY;
-        }
-        for (int i = a; i < e; i++) {
-            const double *p = w.px + w.seq[i] * D;
-            for (int k = 0; k < D; k++) {
-                bx[k] = p[k] < bx[k] ? p[k] : bx[k];
-                bx[D + k] = p[k] > bx[D + k] ? p[k] : bx[D + k];
+            double lo = INFINITY, hi = -INFINITY;
+            for (int i = a + lane; i < e; i += 32) {
+                double c = w.px[w.seq[i] * D + k];
+                lo = fmin(lo, c);
+                hi = fmax(hi, c);
             }
-        }
-        v[id].left = v[id].right = 0;
-        v[id].axis = -1;
-        v[id].kind = GROVE_KDTREE_LEAF;
-        v[id].split = 0.0;
-        if (lvl[id] > maxl) maxl = lvl[id];
-        if (e - a <= leaf) continue;
-        {
-            double bl[2 * D];
-            for (int k = 0; k < cs; k++) bl[k] = bx[k];
-            if (!small_best<D>(w, a, e, bl, &axis, &split)) continue;
-        }
-        for (int i = a; i < e; i++) {
-            uint8_t p = w.seq[i];
-            w.side[p] = w.px[p * D + axis] < split;
-            nl += w.side[p];
-        }
-        {
-            int l = a, rr = a + nl;
-            for (int i = a; i < e; i++) {
-                uint8_t p = w.seq[i];
-                if (w.side[p])
-                    w.tmpo[l++] = p;
-                else
-                    w.tmpo[rr++] = p;
+            for (int q = 16; q > 0; q /= 2) {
+                lo = fmin(lo, __shfl_xor_sync(0xffffffffu, lo, q));
+                hi = fmax(hi, __shfl_xor_sync(0xffffffffu, hi, q));
             }
-            for (int i = a; i < e; i++) w.seq[i] = w.tmpo[i];
+            bx[k] = lo;
+            bx[D + k] = hi;
         }
-        for (int d = 0; d < D; d++) {
-            int l = a, rr = a + nl;
-            for (int i = a; i < e; i++) {
-                uint8_t p = w.ord[d][i];
-                if (w.side[p])
-                    w.tmpo[l++] = p;
-                else
-                    w.tmpo[rr++] = p;
-            }
-            for (int i = a; i < e; i++) w.ord[d][i] = w.tmpo[i];
+        if (lane == 0) {
+            for (int k = 0; k < cs; k++) vb[id * cs + k] = bx[k];
+            v[id].left = v[id].right = 0;
+            v[id].axis = -1;
+            v[id].kind = GROVE_KDTREE_LEAF;
+            v[id].split = 0.0;
         }
+        if (w.lvl[id] > maxl) maxl = w.lvl[id];
+        if (e - a <= leaf || !warp_best<D>(w, a, e, bx, lane, &axis, &split)) continue;
+        for (int c = a; c < e; c += 32) {
+            int j = c + lane;
+            bool f = j < e && w.px[w.seq[j] * D + axis] < split;
+            nl += __popc(__ballot_sync(0xffffffffu, f));
+        }
+        warp_partition<D>(w, w.seq, a, e, nl, axis, split, lane);
+        for (int d = 0; d < D; d++) warp_partition<D>(w, w.ord[d], a, e, nl, axis, split, lane);
         {
             int li = nv, ri = nv + 1;
             nv += 2;
-            v[id].axis = axis;
-            v[id].kind = GROVE_KDTREE_COST;
-            v[id].split = split;
-            v[id].left = (uint64_t)li;
-            v[id].right = (uint64_t)ri;
-            v[li].begin = B + (uint64_t)a;
-            v[li].end = v[ri].begin = B + (uint64_t)(a + nl);
-            v[ri].end = B + (uint64_t)e;
-            lvl[li] = lvl[ri] = (uint8_t)(lvl[id] + 1);
-            stk[sp] = (uint8_t)ri;
-            sa[sp] = (uint8_t)(a + nl);
-            se[sp++] = (uint8_t)e;
-            stk[sp] = (uint8_t)li;
-            sa[sp] = (uint8_t)a;
-            se[sp++] = (uint8_t)(a + nl);
+            if (lane == 0) {
+                v[id].axis = axis;
+                v[id].kind = GROVE_KDTREE_COST;
+                v[id].split = split;
+                v[id].left = (uint64_t)li;
+                v[id].right = (uint64_t)ri;
+                v[li].begin = B + (uint64_t)a;
+                v[li].end = v[ri].begin = B + (uint64_t)(a + nl);
+                v[ri].end = B + (uint64_t)e;
+                w.lvl[li] = w.lvl[ri] = (uint8_t)(w.lvl[id] + 1);
+                /* right first, so the left subtree is finished first, as on the CPU */
+                w.stk[sp] = (uint8_t)ri;
+                w.sa[sp] = (uint8_t)(a + nl);
+                w.se[sp] = (uint8_t)e;
+                w.stk[sp + 1] = (uint8_t)li;
+                w.sa[sp + 1] = (uint8_t)a;
+                w.se[sp + 1] = (uint8_t)(a + nl);
+            }
+            sp += 2;
+            __syncwarp();
         }
     }
-    for (int i = 0; i < m; i++) perm[B + i] = w.gid[w.seq[i]];
-    cnt[r] = (uint32_t)nv;
-    atomicMax(depth, (unsigned long long)(roots[r].level + maxl));
+    for (int i = lane; i < m; i += 32) perm[B + i] = w.gid[w.seq[i]];
+    if (lane == 0) {
+        cnt[r] = (uint32_t)nv;
+        atomicMax(depth, (unsigned long long)(roots[r].level + maxl));
+    }
 }
 
 /* ---- output stage ---- */
@@ -777,8 +867,8 @@ grove_status launch_small(const BNode *nodes, const SmallRoot *roots, uint32_t n
                           const double *x, uint64_t *perm, BNode *sub, double *subb, uint32_t *cnt,
                           unsigned long long *depth, cudaStream_t s)
 {
-    small_kernel<D><<<(nroots + 127) / 128, 128, 0, s>>>(nodes, roots, nroots, leaf, x, perm, sub,
-                                                         subb, cnt, depth);
+    small_kernel<D><<<(nroots + kSmallWarps - 1) / kSmallWarps, 32 * kSmallWarps, 0, s>>>(
+        nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth);
     return GROVE_OK;
 }
 
