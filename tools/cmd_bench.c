@@ -12,10 +12,13 @@
 
 static int bench_prim(int argc, char **argv);
 static int bench_quadtree(int argc, char **argv);
+static int bench_kdtree(int argc, char **argv);
 
 static const cli_command suites[] = {
     {"prim", "scan, segmented scan, split, compaction, reduce, sort, ... beside CUB", bench_prim},
     {"quadtree", "quadtree builds (morton, recursive) beside the radix-sort floor", bench_quadtree},
+    {"kdtree", "k-d tree builds and kNN queries beside the CPU, brute force and Morton sort",
+     bench_kdtree},
 };
 #define NUM_SUITES ((int)(sizeof suites / sizeof suites[0]))
 
@@ -79,6 +82,41 @@ static void usage_quadtree(FILE *f)
             "columns: G pts/s = 1e9 points per second; vs floor = sort time / build time.\n");
 }
 
+static void usage_kdtree(FILE *f)
+{
+    fprintf(f, "usage: grove bench kdtree [--size N] [--repeats R] [--warmup W] [--json]\n"
+               "                          [--out FILE] [--backend auto|cpu|cuda]\n"
+               "\n"
+               "Times k-d tree builds (default options, leaf size 12) and kNN queries (k = 8,\n"
+               "as many queries as points, from the same distribution) on uniform and clustered\n"
+               "3-D float points through the public calls (wall time; the results are in host\n"
+               "memory when a call returns). Rows per size and distribution:\n"
+               "  morton_sort_*  box, 21-bit quantisation, 3-D Morton encode and radix sort of\n"
+               "                 (code, index) pairs of the same points: the build's floor\n"
+               "  build_*        grove_kdtree_build; knn8_* grove_kdtree_knn\n"
+               "impl gpu is the CUDA context, impl cpu a context with the CPU backend. On CUDA,\n"
+               "once per distribution, brute_knn8_*_sub is a brute-force kNN kernel over the\n"
+               "first min(N, 10^5) points with as many queries, and knn8_*_sub the tree's kNN on\n"
+               "the same. Checks: the CPU tree is validated and the GPU tree equal to it byte for\n"
+               "byte; kNN results equal to a host brute force on a sample of queries, the GPU's\n"
+               "to the CPU's and the subset rows to the brute-force kernel's; the sorts are\n"
+               "recomputed on the host.\n"
+               "\n"
+               "options:\n"
+               "  --size N      points (and queries); default: 10^6 and 10^7\n"
+               "  --repeats R   timed runs per GPU row, the median is reported (default 10); CPU\n"
+               "                rows at most 3, and 1 from 10^7 points on\n"
+               "  --warmup W    untimed runs first (default 2); CPU rows at most 1, 0 from 10^7\n"
+               "  --json        print JSON instead of a table\n"
+               "  --out FILE    also write the JSON to FILE (through a temporary file)\n"
+               "  --backend B   auto (default), cpu or cuda\n"
+               "  -h, --help    print this help and exit\n"
+               "\n"
+               "columns: G pts/s = 1e9 points (build, sort) or queries (knn) per second;\n"
+               "vs floor = the Morton sort's time / the build's (same backend), or the brute\n"
+               "force's time / the kNN's for the _sub rows.\n");
+}
+
 int cmd_bench(int argc, char **argv)
 {
     return cli_dispatch(argc, argv, "bench", suites, NUM_SUITES, usage, "suite");
@@ -96,13 +134,15 @@ static void print_ratio(double v, double scale, int decimals, const char *unit)
 static void print_table_floor(const grove_bench_row *rows, int nrows, const char *suite,
                               const char *backend)
 {
+    /* the k-d tree's rates (points built, queries answered) are millions a second */
+    const int mega = !strcmp(suite, "kdtree");
     printf("grove bench %s on %s\n", suite, backend);
-    printf("%-28s %-6s %11s %10s %10s %9s  %s\n", "op", "impl", "n", "ms", "G pts/s", "vs floor",
-           "checked");
+    printf("%-28s %-6s %11s %10s %10s %9s  %s\n", "op", "impl", "n", "ms",
+           mega ? "M items/s" : "G pts/s", "vs floor", "checked");
     for (int i = 0; i < nrows; i++) {
         const grove_bench_row *r = &rows[i];
         printf("%-28s %-6s %11zu %10.3f %10.3f", r->op, r->impl, r->n, r->ms,
-               r->items_per_s * 1e-9);
+               r->items_per_s * (mega ? 1e-6 : 1e-9));
         print_ratio(r->vs_floor, 1.0, 3, "x");
         printf("  %s\n", r->checked ? "yes" : "NO");
     }
@@ -195,6 +235,12 @@ static int bench_quadtree(int argc, char **argv)
 {
     return run_suite(argc, argv, "quadtree", grove_bench_quadtree, usage_quadtree, 2, 10,
                      (size_t)UINT32_MAX);
+}
+
+static int bench_kdtree(int argc, char **argv)
+{
+    return run_suite(argc, argv, "kdtree", grove_bench_kdtree, usage_kdtree, 2, 10,
+                     GROVE_PRIM_MAX_N);
 }
 
 static int run_suite(int argc, char **argv, const char *name, suite_fn fn, void (*usage_fn)(FILE *),
