@@ -70,29 +70,34 @@ unsigned blocks_for(size_t n)
 
 /* ---- 1. keys ---- */
 
+/* The descent carries the halved bounds: qt_mid(lo, hi) adds 0.5f*lo and 0.5f*hi, and a new
+ * bound is always the last center, so halving the center once replaces halving both bounds. */
 template <typename K>
 __global__ void keys_kernel(const float *__restrict__ xyz, int dims, size_t n, int depth, float r0,
                             float r1, float r2, float r3, K *__restrict__ keys,
                             uint32_t *__restrict__ idx)
 {
+    const float h0 = __fmul_rn(0.5f, r0), h1 = __fmul_rn(0.5f, r1), h2 = __fmul_rn(0.5f, r2),
+                h3 = __fmul_rn(0.5f, r3);
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         float x = xyz[i * dims], y = xyz[i * dims + 1];
-        float b0 = r0, b1 = r1, b2 = r2, b3 = r3;
+        float b0 = h0, b1 = h1, b2 = h2, b3 = h3;
         K key = 0;
         for (int l = 0; l < depth; l++) {
-            float cx = qt_mid(b0, b2), cy = qt_mid(b1, b3);
+            float cx = __fadd_rn(b0, b2), cy = __fadd_rn(b1, b3);
             unsigned right = x >= cx, low = y < cy;
+            float hx = __fmul_rn(0.5f, cx), hy = __fmul_rn(0.5f, cy);
             key = (key << 2) | (K)(right + 2u * low);
             /* grove__qt_child_box */
             if (right)
-                b0 = cx;
+                b0 = hx;
             else
-                b2 = cx;
+                b2 = hx;
             if (low)
-                b3 = cy;
+                b3 = hy;
             else
-                b1 = cy;
+                b1 = hy;
         }
         keys[i] = key;
         idx[i] = (uint32_t)i;
@@ -164,22 +169,81 @@ __global__ void __launch_bounds__(kLevelBlock)
     }
 }
 
-template <typename K>
-__device__ uint32_t digit_lower_bound(const K *keys, uint32_t b, uint32_t e, int shift, unsigned d)
+/* Levels of at most kSmallLevel nodes (the first few) are marked and scanned by one block in
+ * one launch: the per-level cost there is launch latency, not work. rank[i] is the inclusive
+ * count of split nodes (as the scan of the larger levels), so rank[m - 1] is the level's total.
+ * Leaves to sort are sorted by their thread: a level this small has few. */
+const int kSmallLevel = 1024;
+
+__global__ void __launch_bounds__(kSmallLevel)
+    mark_scan_small_kernel(const Node *__restrict__ lvl, uint32_t m, int max_depth, int min_points,
+                           uint32_t *__restrict__ flags, uint32_t *__restrict__ rank,
+                           uint32_t *__restrict__ idx)
 {
-    while (b < e) {
-        uint32_t mid = b + (e - b) / 2;
-        if ((unsigned)((keys[mid] >> shift) & 3u) < d)
-            b = mid + 1;
-        else
-            e = mid;
+    __shared__ uint32_t warp_sum[kSmallLevel / 32];
+    uint32_t i = threadIdx.x, lane = i & 31u, w = i >> 5, incl;
+    bool split = false;
+    if (i < m) {
+        Node nd = lvl[i];
+        uint32_t size = nd.end - nd.begin;
+        split = nd.level < max_depth && (int64_t)size > (int64_t)min_points;
+        flags[i] = split;
+        if (!split && nd.level < max_depth && size > 1 && size <= kSmallLeaf) {
+            uint32_t v[kSmallLeaf];
+            for (uint32_t j = 0; j < size; j++) v[j] = idx[nd.begin + j];
+            insertion_sort(v, size);
+            for (uint32_t j = 0; j < size; j++) idx[nd.begin + j] = v[j];
+        }
     }
-    return b;
+    /* (2u << 31) - 1 wraps to all ones: lane 31 counts its whole warp */
+    incl = __popc(__ballot_sync(~0u, split) & ((2u << lane) - 1u));
+    if (lane == 31) warp_sum[w] = incl;
+    __syncthreads();
+    if (w == 0) {
+        uint32_t t = warp_sum[lane];
+        for (int d = 1; d < 32; d *= 2) {
+            uint32_t u = __shfl_up_sync(~0u, t, d);
+            if (lane >= (uint32_t)d) t += u;
+        }
+        warp_sum[lane] = t;
+    }
+    __syncthreads();
+    if (w > 0) incl += warp_sum[w - 1];
+    if (i < m) rank[i] = incl;
 }
 
-/* The level's nodes are nodes[lb, lb + m); split node i gets children at le + 4 * rank[i]. The
- * children of a block's split nodes are consecutive, so they are assembled in shared memory and
- * written out together. */
+/* The first positions in [b, e) whose digit (at `shift`) is at least 1, 2 and 3: three binary
+ * searches advanced together, so that a big node's unstaged searches overlap their loads. */
+template <typename K>
+__device__ void digit_bounds(const K *keys, uint32_t b, uint32_t e, int shift, uint32_t out[3])
+{
+    uint32_t lo[3] = {b, b, b}, hi[3] = {e, e, e};
+    while (lo[0] < hi[0] || lo[1] < hi[1] || lo[2] < hi[2]) {
+        uint32_t mid[3];
+        unsigned dig[3];
+#pragma unroll
+        for (int d = 0; d < 3; d++) {
+            mid[d] = lo[d] + (hi[d] - lo[d]) / 2;
+            dig[d] = lo[d] < hi[d] ? (unsigned)((keys[mid[d]] >> shift) & 3u) : 0u;
+        }
+#pragma unroll
+        for (int d = 0; d < 3; d++) {
+            if (lo[d] < hi[d]) {
+                if (dig[d] <= (unsigned)d)
+                    lo[d] = mid[d] + 1;
+                else
+                    hi[d] = mid[d];
+            }
+        }
+    }
+    out[0] = lo[0];
+    out[1] = lo[1];
+    out[2] = lo[2];
+}
+
+/* The level's nodes are nodes[lb, lb + m); split node i gets children at le + 4 * (rank[i] - 1)
+ * (rank is inclusive). The children of a block's split nodes are consecutive, so they are
+ * assembled in shared memory and written out together. */
 template <typename K>
 __global__ void __launch_bounds__(kLevelBlock)
     children_kernel(Node *__restrict__ nodes, uint32_t lb, uint32_t m, uint32_t le,
@@ -199,11 +263,11 @@ __global__ void __launch_bounds__(kLevelBlock)
         p = nodes[lb + i];
         if (i == i0) {
             span[0] = p.begin;
-            rk[0] = rank[i];
+            rk[0] = rank[i] - (split ? 1u : 0u);
         }
         if (i == last) {
             span[1] = p.end;
-            rk[1] = rank[i] + (split ? 1u : 0u);
+            rk[1] = rank[i];
         }
     }
     if (!__syncthreads_or(split)) return;
@@ -215,15 +279,17 @@ __global__ void __launch_bounds__(kLevelBlock)
     }
     if (split) {
         int shift = 2 * (depth - 1 - p.level); /* the digit of level p.level + 1 */
-        uint32_t r = rank[i], bounds[5];
+        uint32_t r = rank[i] - 1, bounds[5];
         float cx = qt_mid(p.xmin, p.xmax), cy = qt_mid(p.ymin, p.ymax);
         nodes[lb + i].first_child = (int32_t)(le + 4 * r);
         bounds[0] = p.begin;
         bounds[4] = p.end;
-        for (unsigned d = 1; d < 4; d++)
-            bounds[d] = staged
-                            ? sb + digit_lower_bound(sh, bounds[d - 1] - sb, p.end - sb, shift, d)
-                            : digit_lower_bound(keys, bounds[d - 1], p.end, shift, d);
+        if (staged) {
+            digit_bounds(sh, p.begin - sb, p.end - sb, shift, bounds + 1);
+            for (unsigned d = 1; d < 4; d++) bounds[d] += sb;
+        } else {
+            digit_bounds(keys, p.begin, p.end, shift, bounds + 1);
+        }
         for (unsigned q = 0; q < 4; q++) {
             Node c;
             c.xmin = (q & 1u) ? cx : p.xmin;
@@ -464,7 +530,7 @@ grove_status build_morton(grove_ctx *ctx, const float *d_xyz, int dims, const fl
     }
 
     {
-        uint32_t host[2];
+        uint32_t nsplit_h = 0;
         for (;;) {
             size_t m = le - lb, nsplit;
             if (m > flags_cap) {
@@ -479,18 +545,23 @@ grove_status build_morton(grove_ctx *ctx, const float *d_xyz, int dims, const fl
                                             "the quadtree level ranks"));
                 flags_cap = cap;
             }
-            mark_kernel<<<(unsigned)((m + kLevelBlock - 1) / kLevelBlock), kLevelBlock, 0, s>>>(
-                nodes + lb, (uint32_t)m, depth, o->min_points, flags, idx_b);
-            QT_LAUNCHED_END("quadtree mark kernel");
-            GROVE_TRY_END(st, grove__cuda_scan(ctx, NULL, &need, GROVE_U32, GROVE_OP_SUM,
-                                               GROVE_SCAN_EXCLUSIVE, flags, rank, m, s));
-            GROVE_TRY_END(st, ensure(buf, &temp, &temp_cap, need, "scan temporary storage"));
-            GROVE_TRY_END(st, grove__cuda_scan(ctx, temp, &need, GROVE_U32, GROVE_OP_SUM,
-                                               GROVE_SCAN_EXCLUSIVE, flags, rank, m, s));
-            GROVE_TRY_END(st, grove__cuda_d2h(ctx, &host[0], rank + m - 1, 4, s));
-            GROVE_TRY_END(st, grove__cuda_d2h(ctx, &host[1], flags + m - 1, 4, s));
+            if (m <= (size_t)kSmallLevel) {
+                mark_scan_small_kernel<<<1, kSmallLevel, 0, s>>>(nodes + lb, (uint32_t)m, depth,
+                                                                 o->min_points, flags, rank, idx_b);
+                QT_LAUNCHED_END("quadtree mark kernel");
+            } else {
+                mark_kernel<<<(unsigned)((m + kLevelBlock - 1) / kLevelBlock), kLevelBlock, 0, s>>>(
+                    nodes + lb, (uint32_t)m, depth, o->min_points, flags, idx_b);
+                QT_LAUNCHED_END("quadtree mark kernel");
+                GROVE_TRY_END(st, grove__cuda_scan(ctx, NULL, &need, GROVE_U32, GROVE_OP_SUM,
+                                                   GROVE_SCAN_INCLUSIVE, flags, rank, m, s));
+                GROVE_TRY_END(st, ensure(buf, &temp, &temp_cap, need, "scan temporary storage"));
+                GROVE_TRY_END(st, grove__cuda_scan(ctx, temp, &need, GROVE_U32, GROVE_OP_SUM,
+                                                   GROVE_SCAN_INCLUSIVE, flags, rank, m, s));
+            }
+            GROVE_TRY_END(st, grove__cuda_d2h(ctx, &nsplit_h, rank + m - 1, 4, s));
             GROVE_TRY_END(st, grove__cuda_sync(ctx, s, "building the quadtree levels"));
-            nsplit = (size_t)host[0] + host[1];
+            nsplit = nsplit_h;
             if (nsplit == 0) break;
             if (le + 4 * nsplit > (size_t)INT32_MAX) {
                 int level;
