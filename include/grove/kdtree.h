@@ -32,8 +32,9 @@
  * Ownership: a built or loaded tree owns all its arrays; accessors return pointers that stay
  * valid until grove_kdtree_destroy(). Inputs are borrowed for the duration of a call.
  *
- * Backends: this version has the CPU backend only; on a CUDA context the CPU code runs and
- * gives the same result.
+ * Backends: on a CUDA context the build and the queries run on the GPU and give the CPU
+ * backend's bytes (same tree, same neighbours, same squared distances). The calls take and
+ * return host memory; the tree is uploaded for each query call.
  */
 #ifndef GROVE_KDTREE_H
 #define GROVE_KDTREE_H

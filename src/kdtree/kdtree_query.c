@@ -9,6 +9,9 @@
  * per statement as the point distances are, is a lower bound of every point distance in the box
  * (rounding is monotone), and a node is skipped only if that bound is strictly greater than the
  * current k-th distance, so that ties with a smaller input position are still found.
+ *
+ * On a CUDA context the same checks and query conversion run here, and the searches go to the
+ * CUDA backend (kdtree_query_cuda.cu), which gives the same bytes.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -16,6 +19,9 @@
 
 #include "../prim/prim_cpu.h"
 #include "kdtree_internal.h"
+#ifdef GROVE_HAVE_CUDA
+#include "kdtree_query_cuda.h"
+#endif
 
 #pragma STDC FP_CONTRACT OFF
 
@@ -345,6 +351,14 @@ grove_status grove_kdtree_knn(grove_ctx *ctx, const grove_kdtree *t, const grove
         return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: %zu queries * k = %d is too large", fn,
                             nq, k);
     GROVE_TRY(prepare_queries(ctx, fn, t, queries, &qx, &order));
+#ifdef GROVE_HAVE_CUDA
+    if (grove_ctx_backend(ctx) == GROVE_BACKEND_CUDA) {
+        st = grove__kd_knn_cuda(ctx, fn, t, qx, order, nq, k, indices, dist2);
+        free(qx);
+        free(order);
+        return st;
+    }
+#endif
     cap = kk < t->n ? kk : t->n;
     nt = grove__threads(ctx);
 #pragma omp parallel num_threads(nt) if (nq > 16)
@@ -427,6 +441,12 @@ grove_status grove_kdtree_radius(grove_ctx *ctx, const grove_kdtree *t, const gr
     cap = max_per_query;
     if (cap == 0 || cap > t->n) cap = t->n; /* a cap of n or more is no cap */
     GROVE_TRY(prepare_queries(ctx, fn, t, queries, &qx, &order));
+#ifdef GROVE_HAVE_CUDA
+    if (grove_ctx_backend(ctx) == GROVE_BACKEND_CUDA) {
+        st = grove__kd_radius_cuda(ctx, fn, t, qx, order, nq, r2, cap, out);
+        goto _end;
+    }
+#endif
     off = (uint64_t *)malloc((nq + 1) * sizeof *off);
     if (!off) {
         st = grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu offsets", fn,
