@@ -35,11 +35,25 @@ __host__ __device__
     return z ^ (z >> 31);
 }
 
+/* A uniform double in [0, 1) from a hash (its top 53 bits). */
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+    static inline double
+    grove__bench_unit(uint64_t h)
+{
+    return (double)(h >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* Monotonic wall clock in seconds (host only). */
+double grove__bench_now_s(void);
+
 /* What a benchmark array holds; the same on host and device, so results can be compared. */
 enum {
     GROVE__FILL_U32,       /* any u32 */
     GROVE__FILL_U64,       /* any u64 */
-    GROVE__FILL_UNIT_F32,  /* (0, 1]: a scan of these grows steadily, so f32 rounding stays relative */
+    GROVE__FILL_UNIT_F32,  /* (0, 1]: a scan of these grows steadily, so f32 rounding stays relative
+                            */
     GROVE__FILL_COORD_F32, /* [-1000, 1000) */
     GROVE__FILL_BITS21,    /* 21-bit values (Morton 3-D coordinates) */
     GROVE__FILL_FLAGS,     /* 1 in 2 set, as arbitrary nonzero bytes */

@@ -58,15 +58,6 @@ grove_status grove__bench_kd_morton_cuda(grove_ctx *ctx, const float *pts, size_
                                          double *ms);
 #endif
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static double unit(uint64_t h) { return (double)(h >> 11) * (1.0 / 9007199254740992.0); }
-
 /* Point i of a distribution, a pure function of (seed, i, kind): any thread count gives the
  * same points, the first m points of a set are the same for every N, and another seed draws
  * other points of the same distribution (the clusters' centres and spreads are fixed). */
@@ -76,19 +67,23 @@ static void gen_points(float *xyz, size_t n, int clustered, uint64_t seed)
     for (size_t i = 0; i < n; i++) {
         double p[3];
         if (!clustered) {
-            for (int d = 0; d < 3; d++) p[d] = unit(grove__bench_hash(seed + (uint64_t)d, i));
+            for (int d = 0; d < 3; d++)
+                p[d] = grove__bench_unit(grove__bench_hash(seed + (uint64_t)d, i));
         } else {
             /* u^2 skews the choice: cluster 0 gets ~11x the points of cluster 31 */
-            double u = unit(grove__bench_hash(seed + 3, i));
+            double u = grove__bench_unit(grove__bench_hash(seed + 3, i));
             uint64_t c = (uint64_t)(32.0 * u * u);
-            double sd = pow(10.0, -4.0 + 3.0 * unit(grove__bench_hash(300, c)));
-            double r1 = sqrt(-2.0 * log(unit(grove__bench_hash(seed + 4, i)) + 1e-300));
-            double r2 = sqrt(-2.0 * log(unit(grove__bench_hash(seed + 5, i)) + 1e-300));
-            double a1 = 6.283185307179586 * unit(grove__bench_hash(seed + 6, i));
-            double a2 = 6.283185307179586 * unit(grove__bench_hash(seed + 7, i));
+            double sd = pow(10.0, -4.0 + 3.0 * grove__bench_unit(grove__bench_hash(300, c)));
+            double r1 =
+                sqrt(-2.0 * log(grove__bench_unit(grove__bench_hash(seed + 4, i)) + 1e-300));
+            double r2 =
+                sqrt(-2.0 * log(grove__bench_unit(grove__bench_hash(seed + 5, i)) + 1e-300));
+            double a1 = 6.283185307179586 * grove__bench_unit(grove__bench_hash(seed + 6, i));
+            double a2 = 6.283185307179586 * grove__bench_unit(grove__bench_hash(seed + 7, i));
             double g[3] = {r1 * cos(a1), r1 * sin(a1), r2 * cos(a2)};
             for (int d = 0; d < 3; d++)
-                p[d] = 0.1 + 0.8 * unit(grove__bench_hash(301 + (uint64_t)d, c)) + sd * g[d];
+                p[d] = 0.1 + 0.8 * grove__bench_unit(grove__bench_hash(301 + (uint64_t)d, c)) +
+                       sd * g[d];
         }
         for (int d = 0; d < 3; d++) xyz[3 * i + d] = (float)p[d];
     }
@@ -340,7 +335,7 @@ static grove_status cpu_floor(grove_ctx *cpu, grove_ctx *ctx, const float *xyz, 
     grove_status s = GROVE_OK;
     if (!t) return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "bench kdtree: out of memory");
     for (int r = -warmup; r < repeats && s == GROVE_OK; r++) {
-        double t0 = now_s();
+        double t0 = grove__bench_now_s();
         s = grove_bbox(cpu, 3, xyz, n, lo, hi);
         if (s != GROVE_OK) break;
 #pragma omp parallel for schedule(static)
@@ -350,7 +345,7 @@ static grove_status cpu_floor(grove_ctx *cpu, grove_ctx *ctx, const float *xyz, 
         }
         s = grove_morton3_encode(cpu, q, q + n, q + 2 * n, codes, n);
         if (s == GROVE_OK) s = grove_sort_pairs(cpu, GROVE_U64, codes, 4, vals, n, 0, 63);
-        if (r >= 0) t[r] = (now_s() - t0) * 1e3;
+        if (r >= 0) t[r] = (grove__bench_now_s() - t0) * 1e3;
     }
     if (s != GROVE_OK) {
         free(t);
@@ -387,9 +382,9 @@ static grove_status time_build(grove_ctx *on, grove_ctx *ctx, const grove_coords
         double t0;
         grove_kdtree_destroy(*tree);
         *tree = NULL;
-        t0 = now_s();
+        t0 = grove__bench_now_s();
         s = grove_kdtree_build(on, c, NULL, tree);
-        if (r >= 0) t[r] = (now_s() - t0) * 1e3;
+        if (r >= 0) t[r] = (grove__bench_now_s() - t0) * 1e3;
     }
     if (s == GROVE_OK) *ms = grove__bench_median(t, repeats);
     free(t);
@@ -406,9 +401,9 @@ static grove_status time_knn(grove_ctx *on, grove_ctx *ctx, const grove_kdtree *
     grove_status s = GROVE_OK;
     if (!t) return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "bench kdtree: out of memory");
     for (int r = -warmup; r < repeats && s == GROVE_OK; r++) {
-        double t0 = now_s();
+        double t0 = grove__bench_now_s();
         s = grove_kdtree_knn(on, tree, q, KD_K, idx, d2);
-        if (r >= 0) t[r] = (now_s() - t0) * 1e3;
+        if (r >= 0) t[r] = (grove__bench_now_s() - t0) * 1e3;
     }
     if (s == GROVE_OK) *ms = grove__bench_median(t, repeats);
     free(t);

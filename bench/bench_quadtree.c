@@ -28,15 +28,6 @@
 #include <cuda_runtime.h>
 #endif
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static double unit(uint64_t h) { return (double)(h >> 11) * (1.0 / 9007199254740992.0); }
-
 /* Point i of a distribution, a pure function of (i, kind) so any thread count gives the same. */
 static void gen_points(float *xy, size_t n, int clustered)
 {
@@ -45,16 +36,18 @@ static void gen_points(float *xy, size_t n, int clustered)
         uint64_t h1 = grove__bench_hash(1, i), h2 = grove__bench_hash(2, i);
         double x, y;
         if (!clustered) {
-            x = unit(h1) * 2000.0 - 1000.0;
-            y = unit(h2) * 2000.0 - 1000.0;
+            x = grove__bench_unit(h1) * 2000.0 - 1000.0;
+            y = grove__bench_unit(h2) * 2000.0 - 1000.0;
         } else {
             uint64_t c = grove__bench_hash(3, i) % 64, h3 = grove__bench_hash(4, i),
                      h4 = grove__bench_hash(5, i);
-            double cx = unit(grove__bench_hash(6, c)) * 2000.0 - 1000.0;
-            double cy = unit(grove__bench_hash(7, c)) * 2000.0 - 1000.0;
-            double sd = pow(10.0, -3.0 + 5.0 * unit(grove__bench_hash(8, c))); /* 1e-3 .. 1e2 */
+            double cx = grove__bench_unit(grove__bench_hash(6, c)) * 2000.0 - 1000.0;
+            double cy = grove__bench_unit(grove__bench_hash(7, c)) * 2000.0 - 1000.0;
+            double sd = pow(
+                10.0, -3.0 + 5.0 * grove__bench_unit(grove__bench_hash(8, c))); /* 1e-3 .. 1e2 */
             /* Box-Muller */
-            double r = sqrt(-2.0 * log(unit(h3) + 1e-300)), a = 6.283185307179586 * unit(h4);
+            double r = sqrt(-2.0 * log(grove__bench_unit(h3) + 1e-300)),
+                   a = 6.283185307179586 * grove__bench_unit(h4);
             x = cx + sd * r * cos(a);
             y = cy + sd * r * sin(a);
         }
@@ -112,9 +105,9 @@ static grove_status time_build(grove_ctx *ctx, const grove_points *p, const floa
         double t0;
         grove_quadtree_destroy(*tree);
         *tree = NULL;
-        t0 = now_s();
+        t0 = grove__bench_now_s();
         s = build_once(ctx, p, d_xy, o, tree);
-        if (r >= 0) t[r] = (now_s() - t0) * 1e3;
+        if (r >= 0) t[r] = (grove__bench_now_s() - t0) * 1e3;
     }
     if (s == GROVE_OK) s = grove_quadtree_download(ctx, *tree);
     if (s == GROVE_OK) *ms = grove__bench_median(t, repeats);

@@ -40,6 +40,7 @@
 
 #include "core.h" /* ctx->dev_in_use: no device memory may stay held after a call */
 #include "grove/kdtree.h"
+#include "kd_testdata.h"
 #include "testutil.h"
 #ifdef GROVE_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -153,29 +154,6 @@ static double *gen_queries(tu_rng *r, const set *p, int kind, size_t nq)
 }
 
 /* ---- brute force ---- */
-
-typedef struct pr {
-    double d;
-    uint64_t i;
-} pr;
-
-static int pr_cmp(const void *a, const void *b)
-{
-    const pr *x = (const pr *)a, *y = (const pr *)b;
-    if (x->d != y->d) return x->d < y->d ? -1 : 1;
-    return x->i < y->i ? -1 : x->i > y->i;
-}
-
-static double ref_dist2(const double *p, const double *q, int D)
-{
-    double s = 0.0;
-    for (int d = 0; d < D; d++) {
-        double dx = p[d] - q[d];
-        double a = dx * dx;
-        s = s + a;
-    }
-    return s;
-}
 
 /* All n points sorted by (dist2, input position) for query q. */
 static void brute(const set *p, const double *q, pr *all)
@@ -778,17 +756,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (!strcmp(backend, "cuda")) {
-        int count = 0;
-        grove_device_count(&count);
-        if (count == 0 || !grove_has_cuda()) {
-            printf("test_kd_query: SKIP: no GPU\n");
-            grove_ctx_destroy(g_cpu);
-            return TEST_SKIP;
-        }
-        o.backend = GROVE_BACKEND_CUDA;
-        if (grove_ctx_create(&o, &g_ctx) != GROVE_OK) {
-            printf("test_kd_query: SKIP: no usable GPU (%s)\n", grove_ctx_last_error(g_ctx));
-            grove_ctx_destroy(g_ctx);
+        if (tu_cuda_ctx("test_kd_query", NULL, &g_ctx) != 0) {
             grove_ctx_destroy(g_cpu);
             return TEST_SKIP;
         }

@@ -21,6 +21,7 @@
 
 #include "grove/kdtree.h"
 #include "qt_testdata.h"
+#include "kd_testdata.h"
 #include "testutil.h"
 
 /* ---- point sets: n points of D doubles; kinds below ---- */
@@ -116,17 +117,6 @@ static void free_set(set *s)
 {
     free(s->ref);
     free(s->own);
-}
-
-static double ref_dist2(const double *p, const double *q, int D)
-{
-    double s = 0.0;
-    for (int d = 0; d < D; d++) {
-        double dx = p[d] - q[d];
-        double a = dx * dx;
-        s = s + a;
-    }
-    return s;
 }
 
 /* ---- structural validator ---- */
@@ -258,18 +248,6 @@ static int validate(const grove_kdtree *t, const set *s, int leaf_size, const ch
 }
 
 /* ---- brute force ---- */
-
-typedef struct pr {
-    double d;
-    uint64_t i;
-} pr;
-
-static int pr_cmp(const void *a, const void *b)
-{
-    const pr *x = (const pr *)a, *y = (const pr *)b;
-    if (x->d != y->d) return x->d < y->d ? -1 : 1;
-    return x->i < y->i ? -1 : x->i > y->i;
-}
 
 /* All points sorted by (dist2, index) for query q. */
 static void brute(const set *s, const double *q, pr *all)
@@ -709,19 +687,7 @@ int main(int argc, char **argv)
     co.backend = GROVE_BACKEND_CPU;
     if (!strcmp(a.backend, "cuda")) {
         /* the context under test is the GPU; the CPU contexts are the reference */
-        int dev = 0;
-        grove_device_count(&dev);
-        if (!grove_has_cuda() || dev == 0) {
-            printf("test_kdtree: no GPU; skipped\n");
-            return TEST_SKIP;
-        }
-        co.backend = GROVE_BACKEND_CUDA;
-        if (grove_ctx_create(&co, &ctx) != GROVE_OK) {
-            printf("test_kdtree: no usable GPU (%s); skipped\n", grove_ctx_last_error(ctx));
-            grove_ctx_destroy(ctx);
-            return TEST_SKIP;
-        }
-        co.backend = GROVE_BACKEND_CPU;
+        if (tu_cuda_ctx("test_kdtree", NULL, &ctx) != 0) return TEST_SKIP;
         g_backend_name = "CUDA";
     } else if (!strcmp(a.backend, "cpu")) {
         CHECK_OK(ctx, grove_ctx_create(&co, &ctx));

@@ -35,7 +35,6 @@ static struct {
 static const char *const TYPE_NAME[] = {"u32", "u64", "f32"};
 static const char *const OP_NAME[] = {"sum", "max", "min"};
 
-
 /* Runs `call` on ctx, expecting GROVE_OK; evaluates to 1 on success. */
 static int ok_call(grove_ctx *ctx, grove_status s, const char *what)
 {
@@ -1235,8 +1234,7 @@ static void test_device_mem_limit(void)
         }
     }
     /* Sorting needs keys in and out plus scratch: also over the limit at n, fine at small m. */
-    CHECK_STATUS(ctx, grove_sort_keys(ctx, GROVE_U32, in, n, 0, 0),
-                 GROVE_ERR_DEVICE_OUT_OF_MEMORY);
+    CHECK_STATUS(ctx, grove_sort_keys(ctx, GROVE_U32, in, n, 0, 0), GROVE_ERR_DEVICE_OUT_OF_MEMORY);
     CHECK_OK(ctx, grove_sort_keys(ctx, GROVE_U32, in, 1000, 0, 0));
     grove_ctx_destroy(ctx);
     free(in);
@@ -1257,18 +1255,7 @@ int main(int argc, char **argv)
     E.rng.s = seed;
     grove_ctx_default_opts(&o);
     if (!strcmp(backend, "cuda")) {
-        int count = 0;
-        grove_device_count(&count);
-        if (count == 0) {
-            printf("SKIP: no GPU\n");
-            return TEST_SKIP;
-        }
-        o.backend = GROVE_BACKEND_CUDA;
-        if (grove_ctx_create(&o, &E.ctx) != GROVE_OK) {
-            printf("SKIP: no GPU (%s)\n", grove_ctx_last_error(E.ctx));
-            grove_ctx_destroy(E.ctx);
-            return TEST_SKIP;
-        }
+        if (tu_cuda_ctx("test_prim", NULL, &E.ctx) != 0) return TEST_SKIP;
         o.backend = GROVE_BACKEND_CPU;
         if (grove_ctx_create(&o, &E.cpu) != GROVE_OK) {
             fprintf(stderr, "cannot create a CPU context: %s\n", grove_ctx_last_error(E.cpu));

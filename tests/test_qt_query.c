@@ -50,7 +50,6 @@ static int g_fabricated; /* device trees made by hand: the device build was unav
 static size_t g_max_n = (size_t)-1, g_min_n = 0;
 static int g_kind = -1; /* --kind: only this data set */
 
-
 static double now_ms(void)
 {
     struct timespec ts;
@@ -1091,20 +1090,11 @@ int main(int argc, char **argv)
         return 1;
     }
     if (!strcmp(backend, "cuda")) {
-        int count = 0;
-        grove_device_count(&count);
-        if (count == 0 || !grove_has_cuda()) {
-            printf("SKIP: no GPU\n");
+        if (tu_cuda_ctx("test_qt_query", NULL, &g_ctx) != 0) {
             grove_ctx_destroy(g_cpu);
             return TEST_SKIP;
         }
         o.backend = GROVE_BACKEND_CUDA;
-        if (grove_ctx_create(&o, &g_ctx) != GROVE_OK) {
-            printf("SKIP: no GPU (%s)\n", grove_ctx_last_error(g_ctx));
-            grove_ctx_destroy(g_ctx);
-            grove_ctx_destroy(g_cpu);
-            return TEST_SKIP;
-        }
         if (grove_ctx_create(&o, &g_ctx2) != GROVE_OK) {
             FAIL("second CUDA context: %s", grove_ctx_last_error(g_ctx2));
             grove_ctx_destroy(g_ctx2);

@@ -36,7 +36,6 @@ static grove_ctx *g_one; /* CPU context with one thread (results must not depend
  * support the dynamic parallelism of the CUDA recursive build) */
 static int g_only_morton;
 
-
 /* Exact status and exact last-error message. */
 #define CHECK_ERR(ctx, expr, want, ...)                                                            \
     do {                                                                                           \
@@ -57,7 +56,6 @@ static float rnd_between(tu_rng *r, float lo, float hi)
 }
 
 /* ---- trees ---- */
-
 
 static grove_quadtree *build_one(grove_ctx *ctx, const grove_points *p,
                                  const grove_quadtree_opts *o, grove_quadtree_method m,
@@ -90,8 +88,7 @@ static void validate(const grove_quadtree *t, const grove_points *p, const grove
 /* The device-resident build of p (copied to the device by hand) must give ref's bytes after
  * grove_quadtree_download(), and no host arrays before it. */
 static void check_device_build(const grove_points *p, const grove_quadtree_opts *o,
-                               grove_quadtree_method m, const grove_quadtree *ref,
-                               const char *what)
+                               grove_quadtree_method m, const grove_quadtree *ref, const char *what)
 {
     grove_quadtree_opts oo = *o;
     grove_quadtree *t = NULL;
@@ -119,9 +116,10 @@ static void check_device_build(const grove_points *p, const grove_quadtree_opts 
         CHECK(v.nodes != NULL && (p->n == 0 || (v.pts != NULL && v.index != NULL)));
         CHECK(grove_quadtree_num_nodes(t) == grove_quadtree_num_nodes(ref));
         char msg[256];
-        snprintf(msg, sizeof msg, "%s (n=%zu, method %d, max_depth %d, min_points %d): "
-                 "device-resident build vs host build", what, p->n, (int)m, oo.max_depth,
-                 oo.min_points);
+        snprintf(msg, sizeof msg,
+                 "%s (n=%zu, method %d, max_depth %d, min_points %d): "
+                 "device-resident build vs host build",
+                 what, p->n, (int)m, oo.max_depth, oo.min_points);
         s = grove_quadtree_download(g_ctx, t);
         if (s != GROVE_OK)
             FAIL("%s: download failed: %s", what, grove_ctx_last_error(g_ctx));
@@ -955,9 +953,9 @@ static void test_device_invalid(void)
     float *d = NULL;
     size_t bytes = 40 * 3 * sizeof(float);
     for (size_t i = 0; i < 40; i++) pts_set(&p, i, (float)i, (float)(40 - i));
-    p.xyz[5 * 3 + 1] = NAN;                   /* y of point 5 */
-    p.xyz[9 * 3] = INFINITY;                   /* x of point 9: 5 is reported, the first */
-    p.xyz[7 * 3 + 2] = NAN;                   /* z is ignored */
+    p.xyz[5 * 3 + 1] = NAN;  /* y of point 5 */
+    p.xyz[9 * 3] = INFINITY; /* x of point 9: 5 is reported, the first */
+    p.xyz[7 * 3 + 2] = NAN;  /* z is ignored */
     if (cudaMalloc((void **)&d, bytes) != cudaSuccess ||
         cudaMemcpy(d, p.xyz, bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
         cudaDeviceSynchronize() != cudaSuccess) {
@@ -1023,21 +1021,10 @@ int main(int argc, char **argv)
     if (grove_ctx_create(&o, &g_one) != GROVE_OK) return 1;
     o.num_threads = 0;
     if (!strcmp(backend, "cuda")) {
-        int dev = 0;
-        grove_device_count(&dev);
-        if (!grove_has_cuda() || dev == 0) {
-            printf("SKIP: no GPU\n");
+        if (tu_cuda_ctx("test_quadtree", &o, &g_ctx) != 0) {
             grove_ctx_destroy(g_one);
             return TEST_SKIP;
         }
-        o.backend = GROVE_BACKEND_CUDA;
-        if (grove_ctx_create(&o, &g_ctx) != GROVE_OK) {
-            printf("SKIP: no GPU (%s)\n", grove_ctx_last_error(g_ctx));
-            grove_ctx_destroy(g_ctx);
-            grove_ctx_destroy(g_one);
-            return TEST_SKIP;
-        }
-        o.backend = GROVE_BACKEND_CPU;
         if (grove_ctx_create(&o, &g_cpu) != GROVE_OK) return 1;
     } else if (!strcmp(backend, "cpu")) {
         if (grove_ctx_create(&o, &g_ctx) != GROVE_OK) return 1;

@@ -117,6 +117,33 @@ static inline int tu_parse_args(int argc, char **argv, tu_args *a)
     return 0;
 }
 
+/* The CUDA context a test program runs against (opts: NULL for the defaults; its backend is
+ * overridden). @return 0 with *ctx set, or TEST_SKIP after printing why (no GPU, or none that
+ * can be used), with *ctx NULL. */
+static inline int tu_cuda_ctx(const char *prog, const grove_ctx_opts *opts, grove_ctx **ctx)
+{
+    grove_ctx_opts o;
+    int count = 0;
+    *ctx = NULL;
+    if (opts)
+        o = *opts;
+    else
+        grove_ctx_default_opts(&o);
+    o.backend = GROVE_BACKEND_CUDA;
+    grove_device_count(&count);
+    if (count == 0 || !grove_has_cuda()) {
+        printf("%s: SKIP: no GPU\n", prog);
+        return TEST_SKIP;
+    }
+    if (grove_ctx_create(&o, ctx) != GROVE_OK) {
+        printf("%s: SKIP: no usable GPU (%s)\n", prog, grove_ctx_last_error(*ctx));
+        grove_ctx_destroy(*ctx);
+        *ctx = NULL;
+        return TEST_SKIP;
+    }
+    return 0;
+}
+
 /* Final line and exit code of every test program. */
 static inline int tu_finish(const char *name)
 {
