@@ -153,6 +153,30 @@ typedef struct stack {
     double *lb;
 } stack;
 
+/* One thread's search scratch: a stack for the tree's depth and, when h is not NULL, a heap of
+ * cap entries. Returns 0 if an allocation failed (free with scratch_free() either way). */
+static int scratch_alloc(const grove_kdtree *t, stack *s, heap *h, size_t cap)
+{
+    s->node = (uint64_t *)malloc((t->depth + 2) * sizeof *s->node);
+    s->lb = (double *)malloc((t->depth + 2) * sizeof *s->lb);
+    if (!h) return s->node && s->lb;
+    h->cap = cap;
+    h->n = 0;
+    h->d = (double *)malloc((cap ? cap : 1) * sizeof *h->d);
+    h->id = (uint64_t *)malloc((cap ? cap : 1) * sizeof *h->id);
+    return s->node && s->lb && h->d && h->id;
+}
+
+static void scratch_free(stack *s, heap *h)
+{
+    free(s->node);
+    free(s->lb);
+    if (h) {
+        free(h->d);
+        free(h->id);
+    }
+}
+
 /* Best-first-ish descent shared by kNN and capped radius search: offers every point with
  * dist2 <= r2 to h; prunes on r2 and, once h is full, on its worst. */
 KD_INLINE void search_heap_impl(const grove_kdtree *t, const double *q, double r2, heap *h,
@@ -365,13 +389,7 @@ grove_status grove_kdtree_knn(grove_ctx *ctx, const grove_kdtree *t, const grove
     {
         heap h;
         stack s;
-        h.cap = cap;
-        h.n = 0;
-        h.d = (double *)malloc((cap ? cap : 1) * sizeof *h.d);
-        h.id = (uint64_t *)malloc((cap ? cap : 1) * sizeof *h.id);
-        s.node = (uint64_t *)malloc((t->depth + 2) * sizeof *s.node);
-        s.lb = (double *)malloc((t->depth + 2) * sizeof *s.lb);
-        if (!h.d || !h.id || !s.node || !s.lb) {
+        if (!scratch_alloc(t, &s, &h, cap)) {
 #pragma omp atomic write
             failed = 1;
         }
@@ -392,10 +410,7 @@ grove_status grove_kdtree_knn(grove_ctx *ctx, const grove_kdtree *t, const grove
                 }
             }
         }
-        free(h.d);
-        free(h.id);
-        free(s.node);
-        free(s.lb);
+        scratch_free(&s, &h);
     }
     if (failed)
         st = grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
@@ -460,9 +475,7 @@ grove_status grove_kdtree_radius(grove_ctx *ctx, const grove_kdtree *t, const gr
 #pragma omp parallel num_threads(nt) if (nq > 16)
     {
         stack s;
-        s.node = (uint64_t *)malloc((t->depth + 2) * sizeof *s.node);
-        s.lb = (double *)malloc((t->depth + 2) * sizeof *s.lb);
-        if (!s.node || !s.lb) {
+        if (!scratch_alloc(t, &s, NULL, 0)) {
 #pragma omp atomic write
             failed = 1;
         }
@@ -475,8 +488,7 @@ grove_status grove_kdtree_radius(grove_ctx *ctx, const grove_kdtree *t, const gr
                 off[q + 1] = m < cap ? m : cap;
             }
         }
-        free(s.node);
-        free(s.lb);
+        scratch_free(&s, NULL);
     }
     if (failed) {
         st = grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
@@ -497,13 +509,7 @@ grove_status grove_kdtree_radius(grove_ctx *ctx, const grove_kdtree *t, const gr
         heap h;
         pair *pr = NULL;
         size_t prcap = 0;
-        h.cap = cap;
-        h.n = 0;
-        h.d = (double *)malloc((cap ? cap : 1) * sizeof *h.d);
-        h.id = (uint64_t *)malloc((cap ? cap : 1) * sizeof *h.id);
-        s.node = (uint64_t *)malloc((t->depth + 2) * sizeof *s.node);
-        s.lb = (double *)malloc((t->depth + 2) * sizeof *s.lb);
-        if (!s.node || !s.lb || !h.d || !h.id) {
+        if (!scratch_alloc(t, &s, &h, cap)) {
 #pragma omp atomic write
             failed = 1;
         }
@@ -547,10 +553,7 @@ grove_status grove_kdtree_radius(grove_ctx *ctx, const grove_kdtree *t, const gr
             }
         }
         free(pr);
-        free(h.d);
-        free(h.id);
-        free(s.node);
-        free(s.lb);
+        scratch_free(&s, &h);
     }
     if (failed) {
         st = grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
