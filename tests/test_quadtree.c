@@ -1001,6 +1001,38 @@ static int usage(void)
     return 2;
 }
 
+#ifdef GROVE_HAVE_CUDA
+void grove__qt_morton_tune(int sorted_levels); /* quadtree_cuda.h */
+
+/* The CUDA morton build with its radix sort forced to cover only the first few levels, so that
+ * the runs below get their deeper digits afterwards at every size: small runs sorted in shared
+ * memory, big ones (duplicates, all equal) by the segmented sort. */
+static void test_sorted_levels(tu_rng *r)
+{
+    static const int levels[] = {1, 2, 4, 7, 8};
+    grove_quadtree_opts o;
+    char what[128];
+    for (size_t i = 0; i < sizeof levels / sizeof *levels; i++) {
+        grove__qt_morton_tune(levels[i]);
+        snprintf(what, sizeof what, "uniform n=100000, %d sorted levels", levels[i]);
+        run_set(r, gen_uniform(r, 100000, 2, -1.0f, 1.0f), NULL, what, 16, 16, NULL);
+        snprintf(what, sizeof what, "uniform n=1000, %d sorted levels", levels[i]);
+        run_set(r, gen_uniform(r, 1000, 2, 0.0f, 1.0f), NULL, what, 16, 16, NULL);
+        grove_quadtree_default_opts(&o);
+        o.min_points = 4;
+        snprintf(what, sizeof what, "gaussian clusters, %d sorted levels", levels[i]);
+        run_set(r, gen_clusters(r, 100000), &o, what, 16, 16, NULL);
+        snprintf(what, sizeof what, "7 distinct points x 50000, %d sorted levels", levels[i]);
+        run_set(r, gen_dups(r, 50000, 7), NULL, what, 16, 16, NULL);
+        o.min_points = 40; /* leaves beyond the shared-memory re-sort */
+        snprintf(what, sizeof what, "uniform n=200000 min_points=40, %d sorted levels",
+                 levels[i]);
+        run_set(r, gen_uniform(r, 200000, 2, -5.0f, 5.0f), &o, what, 16, 16, NULL);
+    }
+    grove__qt_morton_tune(0);
+}
+#endif
+
 int main(int argc, char **argv)
 {
     tu_args args = {"cpu", 0, 20261122, NULL};
@@ -1038,6 +1070,16 @@ int main(int argc, char **argv)
         char what[64];
         snprintf(what, sizeof what, "uniform n=%zu", large);
         run_set(&r, gen_uniform(&r, large, 2, -1e4f, 1e4f), NULL, what, 8, 8, NULL);
+#ifdef GROVE_HAVE_CUDA
+        /* small enough for compute-sanitizer: the CUDA build's deep-digit paths too */
+        if (g_cpu && large <= 100000) {
+            grove__qt_morton_tune(4);
+            run_set(&r, gen_uniform(&r, large, 2, -1.0f, 1.0f), NULL, "4 sorted levels", 8, 8,
+                    NULL);
+            run_set(&r, gen_dups(&r, large, 5), NULL, "duplicates, 4 sorted levels", 8, 8, NULL);
+            grove__qt_morton_tune(0);
+        }
+#endif
     } else {
         test_invalid();
 #ifdef GROVE_HAVE_CUDA
@@ -1045,6 +1087,9 @@ int main(int argc, char **argv)
 #endif
         test_save_load(&r);
         test_datasets(&r);
+#ifdef GROVE_HAVE_CUDA
+        if (g_cpu) test_sorted_levels(&r);
+#endif
     }
     grove_ctx_destroy(g_ctx);
     grove_ctx_destroy(g_cpu);

@@ -4,13 +4,18 @@
  * The morton build gives the tree of the recursive build without recursion (quadtree_cpu.c has
  * the same method on the host, and quadtree.h the definition of the tree):
  *
- *   1. keys     one thread per point descends max_depth levels from the root box with the
- *               recursive build's float arithmetic (centers as grove__qt_mid, no FMA), and
+ *   1. keys     one thread per point (two for 2-D input) descends from the root box with
+ *               the recursive build's float arithmetic (centers as grove__qt_mid, no FMA), and
  *               writes its quadrant path, 2 bits per level, level 1 most significant: 32-bit
  *               keys up to depth 16, 64-bit keys beyond;
- *   2. sort     one stable radix sort of (path, input position) over the 2*max_depth key bits:
- *               every node's points are then a contiguous run, in the order of the nodes of
- *               each level;
+ *   2. sort     one stable radix sort of (path, input position): every node's points are
+ *               then a contiguous run, in the order of the nodes of each level. Each 8 key bits
+ *               cost a pass, so when a sample of the points says that most of them sit in
+ *               leaves at or above some level S (a multiple of 4 levels below max_depth), the
+ *               keys hold only the first S levels and the sort takes fewer passes; the few nodes
+ *               of level S that split get their deeper digits afterwards (2b), their runs sorted
+ *               in shared memory or by a segmented sort. The leaves of level S then need no
+ *               re-sort (step 4): a stable sort by their path left them in input order;
  *   3. levels   level by level from the root: mark the nodes to split (more than min_points
  *               points, above max_depth), exclusive-scan the marks to number the split nodes
  *               (the children of the r-th split node of a level are the 4 nodes at
@@ -73,9 +78,9 @@ unsigned blocks_for(size_t n)
 /* The descent carries the halved bounds: qt_mid(lo, hi) adds 0.5f*lo and 0.5f*hi, and a new
  * bound is always the last center, so halving the center once replaces halving both bounds. */
 template <typename K>
-__global__ void keys_kernel(const float *__restrict__ xyz, int dims, size_t n, int depth, float r0,
-                            float r1, float r2, float r3, K *__restrict__ keys,
-                            uint32_t *__restrict__ idx)
+__global__ void keys_kernel(const float *__restrict__ xyz, int dims, size_t n, int depth,
+                            int shift, float r0, float r1, float r2, float r3,
+                            K *__restrict__ keys, uint32_t *__restrict__ idx)
 {
     const float h0 = __fmul_rn(0.5f, r0), h1 = __fmul_rn(0.5f, r1), h2 = __fmul_rn(0.5f, r2),
                 h3 = __fmul_rn(0.5f, r3);
@@ -99,8 +104,86 @@ __global__ void keys_kernel(const float *__restrict__ xyz, int dims, size_t n, i
             else
                 b1 = hy;
         }
-        keys[i] = key;
+        keys[i] = key << shift;
         idx[i] = (uint32_t)i;
+    }
+}
+
+/* The quadrant path of point (x, y) for `levels` levels below a node of box (lo_x, lo_y, hi_x,
+ * hi_y): keys_kernel's descent started from that node, so it gives the same digits as a
+ * descent from the root would. */
+template <typename K = uint32_t>
+__device__ __forceinline__ K deep_path(float x, float y, float lo_x, float lo_y, float hi_x,
+                                       float hi_y, int levels)
+{
+    float b0 = __fmul_rn(0.5f, lo_x), b1 = __fmul_rn(0.5f, lo_y), b2 = __fmul_rn(0.5f, hi_x),
+          b3 = __fmul_rn(0.5f, hi_y);
+    K key = 0;
+    for (int l = 0; l < levels; l++) {
+        float cx = __fadd_rn(b0, b2), cy = __fadd_rn(b1, b3);
+        unsigned right = x >= cx, low = y < cy;
+        float hx = __fmul_rn(0.5f, cx), hy = __fmul_rn(0.5f, cy);
+        key = (key << 2) | (right + 2u * low);
+        if (right)
+            b0 = hx;
+        else
+            b2 = hx;
+        if (low)
+            b3 = hy;
+        else
+            b1 = hy;
+    }
+    return key;
+}
+
+/* keys_kernel for 2-D points in 16-byte aligned memory: two points per thread from one 16-byte
+ * load, their descents interleaved (each level's few operations form a dependent chain, so two
+ * chains keep the pipes busier), and 8-byte stores. */
+template <typename K>
+__global__ void keys2_kernel(const float4 *__restrict__ xy, size_t n, int depth, int shift,
+                             float r0, float r1, float r2, float r3, K *__restrict__ keys,
+                             uint32_t *__restrict__ idx)
+{
+    const float h0 = __fmul_rn(0.5f, r0), h1 = __fmul_rn(0.5f, r1), h2 = __fmul_rn(0.5f, r2),
+                h3 = __fmul_rn(0.5f, r3);
+    const size_t pairs = n / 2;
+    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < pairs;
+         p += (size_t)gridDim.x * blockDim.x) {
+        const float4 v = xy[p];
+        float a0 = h0, a1 = h1, a2 = h2, a3 = h3, b0 = h0, b1 = h1, b2 = h2, b3 = h3;
+        K ka = 0, kb = 0;
+        for (int l = 0; l < depth; l++) {
+            float cxa = __fadd_rn(a0, a2), cya = __fadd_rn(a1, a3);
+            float cxb = __fadd_rn(b0, b2), cyb = __fadd_rn(b1, b3);
+            unsigned ra = v.x >= cxa, la = v.y < cya, rb = v.z >= cxb, lb = v.w < cyb;
+            float hxa = __fmul_rn(0.5f, cxa), hya = __fmul_rn(0.5f, cya);
+            float hxb = __fmul_rn(0.5f, cxb), hyb = __fmul_rn(0.5f, cyb);
+            ka = (ka << 2) | (K)(ra + 2u * la);
+            kb = (kb << 2) | (K)(rb + 2u * lb);
+            a0 = ra ? hxa : a0;
+            a2 = ra ? a2 : hxa;
+            a3 = la ? hya : a3;
+            a1 = la ? a1 : hya;
+            b0 = rb ? hxb : b0;
+            b2 = rb ? b2 : hxb;
+            b3 = lb ? hyb : b3;
+            b1 = lb ? b1 : hyb;
+        }
+        ka <<= shift;
+        kb <<= shift;
+        if (sizeof(K) == 4)
+            reinterpret_cast<uint2 *>(keys)[p] = make_uint2((uint32_t)ka, (uint32_t)kb);
+        else
+            reinterpret_cast<ulonglong2 *>(keys)[p] =
+                make_ulonglong2((unsigned long long)ka, (unsigned long long)kb);
+        reinterpret_cast<uint2 *>(idx)[p] = make_uint2((uint32_t)(2 * p), (uint32_t)(2 * p + 1));
+    }
+    /* an odd last point */
+    if (blockIdx.x == 0 && threadIdx.x == 0 && (n & 1)) {
+        const float *f = reinterpret_cast<const float *>(xy);
+        keys[n - 1] = deep_path<K>(f[2 * (n - 1)], f[2 * (n - 1) + 1], r0, r1, r2, r3, depth)
+                      << shift;
+        idx[n - 1] = (uint32_t)(n - 1);
     }
 }
 
@@ -133,7 +216,7 @@ __device__ void insertion_sort(uint32_t *v, uint32_t size)
  * its input positions sorted here. */
 __global__ void __launch_bounds__(kLevelBlock)
     mark_kernel(const Node *__restrict__ lvl, uint32_t m, int max_depth, int min_points,
-                uint32_t *__restrict__ flags, uint32_t *__restrict__ idx)
+                int sorted_level, uint32_t *__restrict__ flags, uint32_t *__restrict__ idx)
 {
     const uint32_t cap = kStageBytes / sizeof(uint32_t);
     __shared__ uint32_t sh[kStageBytes / sizeof(uint32_t)];
@@ -149,7 +232,8 @@ __global__ void __launch_bounds__(kLevelBlock)
         size = nd.end - nd.begin;
         split = nd.level < max_depth && (int64_t)size > (int64_t)min_points;
         flags[i] = split;
-        fix = !split && nd.level < max_depth && size > 1 && size <= kSmallLeaf;
+        fix = !split && nd.level < max_depth && nd.level != sorted_level && size > 1 &&
+              size <= kSmallLeaf;
         if (i == i0) span[0] = nd.begin;
         if (i == last) span[1] = nd.end;
     }
@@ -177,8 +261,8 @@ const int kSmallLevel = 1024;
 
 __global__ void __launch_bounds__(kSmallLevel)
     mark_scan_small_kernel(const Node *__restrict__ lvl, uint32_t m, int max_depth, int min_points,
-                           uint32_t *__restrict__ flags, uint32_t *__restrict__ rank,
-                           uint32_t *__restrict__ idx)
+                           int sorted_level, uint32_t *__restrict__ flags,
+                           uint32_t *__restrict__ rank, uint32_t *__restrict__ idx)
 {
     __shared__ uint32_t warp_sum[kSmallLevel / 32];
     uint32_t i = threadIdx.x, lane = i & 31u, w = i >> 5, incl;
@@ -188,7 +272,8 @@ __global__ void __launch_bounds__(kSmallLevel)
         uint32_t size = nd.end - nd.begin;
         split = nd.level < max_depth && (int64_t)size > (int64_t)min_points;
         flags[i] = split;
-        if (!split && nd.level < max_depth && size > 1 && size <= kSmallLeaf) {
+        if (!split && nd.level < max_depth && nd.level != sorted_level && size > 1 &&
+            size <= kSmallLeaf) {
             uint32_t v[kSmallLeaf];
             for (uint32_t j = 0; j < size; j++) v[j] = idx[nd.begin + j];
             insertion_sort(v, size);
@@ -256,10 +341,11 @@ __global__ void __launch_bounds__(kLevelBlock)
     __shared__ uint32_t span[2], rk[2];
     uint32_t i0 = blockIdx.x * kLevelBlock, i = i0 + threadIdx.x;
     uint32_t last = min(m, i0 + kLevelBlock) - 1;
-    bool split = false;
+    bool split = i < m && flags[i] != 0;
     Node p;
+    /* Most blocks of the deepest levels have no split node: they leave before reading nodes. */
+    if (!__syncthreads_or(split)) return;
     if (i < m) {
-        split = flags[i] != 0;
         p = nodes[lb + i];
         if (i == i0) {
             span[0] = p.begin;
@@ -270,7 +356,7 @@ __global__ void __launch_bounds__(kLevelBlock)
             rk[1] = rank[i];
         }
     }
-    if (!__syncthreads_or(split)) return;
+    __syncthreads();
     uint32_t sb = span[0], len = span[1] - span[0];
     bool staged = len <= cap;
     if (staged) {
@@ -316,24 +402,164 @@ __global__ void __launch_bounds__(kLevelBlock)
 
 /* The leaves mark_kernel left: above max_depth with more than kSmallLeaf points (possible only
  * when min_points > kSmallLeaf). */
-__host__ __device__ inline bool big_leaf(const Node &nd, int depth)
+__host__ __device__ inline bool big_leaf(const Node &nd, int depth, int sorted_level)
 {
-    return nd.first_child < 0 && nd.level < depth && nd.end - nd.begin > kSmallLeaf;
+    return nd.first_child < 0 && nd.level < depth && nd.level != sorted_level &&
+           nd.end - nd.begin > kSmallLeaf;
 }
 struct FixBegin {
-    int depth;
+    int depth, sorted_level;
     __host__ __device__ uint32_t operator()(const Node &nd) const
     {
-        return big_leaf(nd, depth) ? nd.begin : 0u;
+        return big_leaf(nd, depth, sorted_level) ? nd.begin : 0u;
     }
 };
 struct FixEnd {
-    int depth;
+    int depth, sorted_level;
     __host__ __device__ uint32_t operator()(const Node &nd) const
     {
-        return big_leaf(nd, depth) ? nd.end : 0u;
+        return big_leaf(nd, depth, sorted_level) ? nd.end : 0u;
     }
 };
+
+/* ---- 2b. the runs below the sorted level ----
+ * When the sort covered only the first `sorted_level` levels (see sorted_levels()), the points
+ * of a node of that level are in input order and carry no deeper digits. The nodes of that
+ * level that split get them here, and their runs sorted by (deeper digits, input position):
+ * a warp per node; runs of at most kDeepSmall points in shared memory (their composite keys are
+ * distinct, so a rank is a position), longer ones listed for a segmented sort. */
+const int kDeepWarps = 8;
+const uint32_t kDeepSmall = 256;
+
+/* The split nodes of a level, by rank: list[rank - 1] = level position. */
+__global__ void collect_split_kernel(uint32_t m, const uint32_t *__restrict__ flags,
+                                     const uint32_t *__restrict__ rank, uint32_t *__restrict__ list)
+{
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < m; i += gridDim.x * blockDim.x)
+        if (flags[i]) list[rank[i] - 1] = i;
+}
+
+__global__ void __launch_bounds__(kDeepWarps * 32)
+    deep_kernel(const Node *__restrict__ lvl, const uint32_t *__restrict__ list, uint32_t count,
+                const float *__restrict__ xyz, int dims, int levels, uint32_t *__restrict__ keys,
+                uint32_t *__restrict__ idx, uint32_t *__restrict__ big, uint32_t *__restrict__ nbig)
+{
+    __shared__ unsigned long long comp[kDeepWarps][kDeepSmall];
+    const uint32_t lane = threadIdx.x & 31u, w = threadIdx.x >> 5;
+    for (uint32_t s = blockIdx.x * kDeepWarps + w; s < count; s += gridDim.x * kDeepWarps) {
+        const Node nd = lvl[list[s]];
+        const uint32_t size = nd.end - nd.begin;
+        const uint32_t top = keys[nd.begin]; /* the same for the whole run */
+        const bool small = size <= kDeepSmall;
+        for (uint32_t j = lane; j < size; j += 32) {
+            uint32_t a = idx[nd.begin + j];
+            uint32_t d = deep_path(xyz[(size_t)a * dims], xyz[(size_t)a * dims + 1], nd.xmin,
+                                   nd.ymin, nd.xmax, nd.ymax, levels);
+            if (small)
+                comp[w][j] = ((unsigned long long)d << 32) | a;
+            else
+                keys[nd.begin + j] = top | d;
+        }
+        if (!small) {
+            if (lane == 0) big[atomicAdd(nbig, 1u)] = list[s];
+            continue;
+        }
+        __syncwarp();
+        for (uint32_t j = lane; j < size; j += 32) {
+            unsigned long long c = comp[w][j];
+            uint32_t r = 0;
+            for (uint32_t q = 0; q < size; q++) r += comp[w][q] < c;
+            keys[nd.begin + r] = top | (uint32_t)(c >> 32);
+            idx[nd.begin + r] = (uint32_t)c;
+        }
+        __syncwarp();
+    }
+}
+
+struct SegBegin {
+    const Node *lvl;
+    __host__ __device__ uint32_t operator()(uint32_t i) const { return lvl[i].begin; }
+};
+struct SegEnd {
+    const Node *lvl;
+    __host__ __device__ uint32_t operator()(uint32_t i) const { return lvl[i].end; }
+};
+
+/* Copies the listed runs of the segmented sort's output back: a block per run. */
+__global__ void copy_runs_kernel(const Node *__restrict__ lvl, const uint32_t *__restrict__ list,
+                                 const uint32_t *__restrict__ src_k, const uint32_t *__restrict__ src_i,
+                                 uint32_t *__restrict__ keys, uint32_t *__restrict__ idx)
+{
+    const Node nd = lvl[list[blockIdx.x]];
+    for (uint32_t j = nd.begin + threadIdx.x; j < nd.end; j += blockDim.x) {
+        keys[j] = src_k[j];
+        idx[j] = src_i[j];
+    }
+}
+
+/* ---- 2a. how many levels to sort: a sample ----
+ * kSample input points at even strides, their paths down to the candidate level, sorted; then
+ * the number of pairs of sample points that share a cell of that level. From it, the mean size
+ * of a point's cell (each point counted in its own cell: the points that would need the deeper
+ * digits weigh in by their number) is about 1 + (n - 1) * pairs / (kSample choose 2). */
+const uint32_t kSample = 65536;
+
+__global__ void sample_kernel(const float *__restrict__ xyz, int dims, size_t n, uint32_t count,
+                              int levels, float r0, float r1, float r2, float r3,
+                              uint32_t *__restrict__ out)
+{
+    uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= count) return;
+    size_t i = (size_t)((unsigned long long)j * n / count);
+    out[j] = deep_path(xyz[i * dims], xyz[i * dims + 1], r0, r1, r2, r3, levels);
+}
+
+/* pairs += for each j, the number of earlier equal keys of the sorted v[0, count). */
+__global__ void __launch_bounds__(kBlock)
+    pairs_kernel(const uint32_t *__restrict__ v, uint32_t count, unsigned long long *pairs)
+{
+    __shared__ unsigned long long part[kBlock / 32];
+    uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned long long c = 0;
+    if (j < count) {
+        uint32_t lo = 0, hi = j, key = v[j];
+        while (lo < hi) { /* first position of key */
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (v[mid] < key)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        c = j - lo;
+    }
+    for (int o = 16; o > 0; o /= 2) c += __shfl_down_sync(0xffffffffu, c, o);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x / 32] = c;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < kBlock / 32; w++) c += part[w];
+        atomicAdd(pairs, c);
+    }
+}
+
+/* How many levels the radix sort covers. Every pass of the sort takes 8 key bits (4 levels) and
+ * costs as much as any other, so a pass is saved when the levels below the first multiple of 4
+ * where a uniform input would have at most min_points / 2 points per node hold few points: most
+ * nodes of that level are then leaves, whose points a stable sort by the levels above leaves in
+ * input order. The few that split are sorted by their deeper digits afterwards (deep_kernel).
+ * 32-bit keys only; the result is the same tree whatever this returns. */
+int sorted_levels(size_t n, int depth, int min_points, int key_bits)
+{
+    int l = 0;
+    double per = (double)n, half = 0.5 * (double)(min_points > 0 ? min_points : 1);
+    if (key_bits != 32) return depth;
+    while (per > half && l < depth) {
+        per *= 0.25;
+        l++;
+    }
+    l = (l + 3) / 4 * 4;
+    if (l < 4) l = 4;
+    return l < depth ? l : depth;
+}
 
 /* ---- 5. gather ---- */
 
@@ -470,6 +696,98 @@ grove_status ensure(Buffers &buf, void **t, size_t *cap, size_t need, const char
     return GROVE_OK;
 }
 
+/* Test hook (grove__qt_morton_tune): levels to sort whatever the sample says; 0: automatic. */
+int g_sorted_override = 0;
+
+/* The levels to sort for n > kSample points (see sorted_levels): the uniform guess, kept when
+ * the sample says the points' cells at that level hold at most 2 * min_points points on
+ * average, else every level. */
+grove_status choose_sorted(grove_ctx *ctx, Buffers &buf, void **temp, size_t *temp_cap,
+                           const float *xyz, int dims, size_t n, const float root[4], int depth,
+                           int min_points, int *sorted)
+{
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    grove_status st = GROVE_OK;
+    uint32_t *v = NULL;
+    unsigned long long *pairs = NULL, pairs_h = 0;
+    size_t need = 0;
+    int guess = sorted_levels(n, depth, min_points, 32);
+    double mean;
+    *sorted = depth;
+    if (g_sorted_override > 0) {
+        *sorted = g_sorted_override < depth ? g_sorted_override : depth;
+        return GROVE_OK;
+    }
+    if (guess >= depth || n <= kSample) return GROVE_OK;
+    GROVE_TRY_END(st, buf.alloc((void **)&v, 2 * (size_t)kSample * 4 + 8, "the quadtree sample"));
+    pairs = (unsigned long long *)(v + 2 * kSample);
+    QT_CUDA_END(cudaMemsetAsync(pairs, 0, 8, s), "clearing the quadtree sample count");
+    sample_kernel<<<kSample / kBlock, kBlock, 0, s>>>(xyz, dims, n, kSample, guess, root[0],
+                                                      root[1], root[2], root[3], v);
+    QT_LAUNCHED_END("quadtree sample kernel");
+    GROVE_TRY_END(st, grove__cuda_sort(ctx, NULL, &need, GROVE_U32, v, v + kSample, 0, NULL, NULL,
+                                       kSample, 0, 2 * guess, s));
+    GROVE_TRY_END(st, ensure(buf, temp, temp_cap, need, "sample sort temporary storage"));
+    GROVE_TRY_END(st, grove__cuda_sort(ctx, *temp, &need, GROVE_U32, v, v + kSample, 0, NULL, NULL,
+                                       kSample, 0, 2 * guess, s));
+    pairs_kernel<<<kSample / kBlock, kBlock, 0, s>>>(v + kSample, kSample, pairs);
+    QT_LAUNCHED_END("quadtree sample pairs kernel");
+    GROVE_TRY_END(st, grove__cuda_d2h(ctx, &pairs_h, pairs, 8, s));
+    GROVE_TRY_END(st, grove__cuda_sync(ctx, s, "sampling the quadtree points"));
+    mean = 1.0 + (double)(n - 1) * (double)pairs_h / (0.5 * kSample * (kSample - 1.0));
+    if (mean <= 2.0 * min_points) *sorted = guess;
+_end:
+    buf.release(v);
+    return st;
+}
+
+/* Step 2b for the `count` split nodes of the sorted level (lvl[0, m)): their runs in keys and
+ * idx get their deeper digits and are sorted by them; keys_t and idx_t (n elements each, free
+ * at this point) are the segmented sort's output before its runs are copied back. */
+grove_status deep_sort(grove_ctx *ctx, Buffers &buf, void **temp, size_t *temp_cap,
+                       const Node *lvl, uint32_t m, uint32_t count, const uint32_t *flags,
+                       const uint32_t *rank, const float *xyz, int dims, int levels,
+                       uint32_t *keys, uint32_t *idx, uint32_t *keys_t, uint32_t *idx_t,
+                       size_t n)
+{
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    grove_status st = GROVE_OK;
+    uint32_t *list = NULL, *big = NULL, *nbig = NULL, nbig_h = 0;
+    size_t need = 0;
+    unsigned blocks = (count + kDeepWarps - 1) / kDeepWarps;
+    if (blocks > 65535u * 16u) blocks = 65535u * 16u;
+    GROVE_TRY_END(st, buf.alloc((void **)&list, (size_t)count * 4, "the quadtree deep runs"));
+    GROVE_TRY_END(st, buf.alloc((void **)&big, (size_t)count * 4 + 4, "the quadtree deep runs"));
+    nbig = big + count;
+    QT_CUDA_END(cudaMemsetAsync(nbig, 0, 4, s), "clearing the quadtree deep run count");
+    collect_split_kernel<<<blocks_for(m), kBlock, 0, s>>>(m, flags, rank, list);
+    QT_LAUNCHED_END("quadtree collect kernel");
+    deep_kernel<<<blocks, kDeepWarps * 32, 0, s>>>(lvl, list, count, xyz, dims, levels, keys, idx,
+                                                   big, nbig);
+    QT_LAUNCHED_END("quadtree deep kernel");
+    GROVE_TRY_END(st, grove__cuda_d2h(ctx, &nbig_h, nbig, 4, s));
+    GROVE_TRY_END(st, grove__cuda_sync(ctx, s, "sorting the quadtree's deep runs"));
+    if (nbig_h > 0) {
+        thrust::transform_iterator<SegBegin, const uint32_t *> sb(big, SegBegin{lvl});
+        thrust::transform_iterator<SegEnd, const uint32_t *> se(big, SegEnd{lvl});
+        QT_CUDA_END(cub::DeviceSegmentedSort::StableSortPairs(NULL, need, keys, keys_t, idx, idx_t,
+                                                              (int64_t)n, (int64_t)nbig_h, sb, se,
+                                                              s),
+                    "quadtree deep run sort (sizing)");
+        GROVE_TRY_END(st, ensure(buf, temp, temp_cap, need, "deep run sort temporary storage"));
+        QT_CUDA_END(cub::DeviceSegmentedSort::StableSortPairs(*temp, need, keys, keys_t, idx, idx_t,
+                                                              (int64_t)n, (int64_t)nbig_h, sb, se,
+                                                              s),
+                    "quadtree deep run sort");
+        copy_runs_kernel<<<nbig_h, kBlock, 0, s>>>(lvl, big, keys_t, idx_t, keys, idx);
+        QT_LAUNCHED_END("quadtree run copy kernel");
+    }
+_end:
+    buf.release(list);
+    buf.release(big);
+    return st;
+}
+
 template <typename K>
 grove_status build_morton(grove_ctx *ctx, const float *d_xyz, int dims, const float root[4],
                           grove_quadtree *t)
@@ -488,6 +806,8 @@ grove_status build_morton(grove_ctx *ctx, const float *d_xyz, int dims, const fl
     void *temp = NULL;
     size_t temp_cap = 0, need = 0, flags_cap = 0, node_cap, lb = 0, le = 1;
     Node root_node;
+    /* levels the radix sort covers; the rest of the digits come from deep_kernel */
+    int sorted = depth;
 
     root_node.xmin = root[0];
     root_node.ymin = root[1];
@@ -508,16 +828,26 @@ grove_status build_morton(grove_ctx *ctx, const float *d_xyz, int dims, const fl
         GROVE_TRY_END(st, buf.alloc((void **)&keys_b, n * sizeof(K), "the sorted quadtree keys"));
         GROVE_TRY_END(st, buf.alloc((void **)&idx_a, n * sizeof(uint32_t), "the point order"));
         GROVE_TRY_END(st, buf.alloc((void **)&idx_b, n * sizeof(uint32_t), "the point order"));
-        keys_kernel<K><<<blocks_for(n), kBlock, 0, s>>>(d_xyz, dims, n, depth, root[0], root[1],
-                                                        root[2], root[3], keys_a, idx_a);
+        if (sizeof(K) == 4 && depth > 0)
+            GROVE_TRY_END(st, choose_sorted(ctx, buf, &temp, &temp_cap, d_xyz, dims, n, root,
+                                            depth, o->min_points, &sorted));
+        if (dims == 2 && ((uintptr_t)d_xyz & 15u) == 0)
+            keys2_kernel<K><<<blocks_for(n / 2 + 1), kBlock, 0, s>>>(
+                (const float4 *)d_xyz, n, sorted, 2 * (depth - sorted), root[0], root[1], root[2],
+                root[3], keys_a, idx_a);
+        else
+            keys_kernel<K><<<blocks_for(n), kBlock, 0, s>>>(d_xyz, dims, n, sorted,
+                                                            2 * (depth - sorted), root[0], root[1],
+                                                            root[2], root[3], keys_a, idx_a);
         QT_LAUNCHED_END("quadtree keys kernel");
         /* end_bit must not be 0 (that means every bit); with depth 0 there is nothing to sort */
         if (depth > 0 && n > 1) {
+            const int b0 = 2 * (depth - sorted), b1 = 2 * depth;
             GROVE_TRY_END(st, grove__cuda_sort(ctx, NULL, &need, kt, keys_a, keys_b, 4, idx_a,
-                                               idx_b, n, 0, 2 * depth, s));
+                                               idx_b, n, b0, b1, s));
             GROVE_TRY_END(st, ensure(buf, &temp, &temp_cap, need, "sort temporary storage"));
             GROVE_TRY_END(st, grove__cuda_sort(ctx, temp, &need, kt, keys_a, keys_b, 4, idx_a,
-                                               idx_b, n, 0, 2 * depth, s));
+                                               idx_b, n, b0, b1, s));
         } else {
             K *tk = keys_a;
             uint32_t *ti = idx_a;
@@ -531,7 +861,7 @@ grove_status build_morton(grove_ctx *ctx, const float *d_xyz, int dims, const fl
 
     {
         uint32_t nsplit_h = 0;
-        for (;;) {
+        for (int level = 0;; level++) {
             size_t m = le - lb, nsplit;
             if (m > flags_cap) {
                 size_t cap = m * 2;
@@ -546,12 +876,12 @@ grove_status build_morton(grove_ctx *ctx, const float *d_xyz, int dims, const fl
                 flags_cap = cap;
             }
             if (m <= (size_t)kSmallLevel) {
-                mark_scan_small_kernel<<<1, kSmallLevel, 0, s>>>(nodes + lb, (uint32_t)m, depth,
-                                                                 o->min_points, flags, rank, idx_b);
+                mark_scan_small_kernel<<<1, kSmallLevel, 0, s>>>(
+                    nodes + lb, (uint32_t)m, depth, o->min_points, sorted, flags, rank, idx_b);
                 QT_LAUNCHED_END("quadtree mark kernel");
             } else {
                 mark_kernel<<<(unsigned)((m + kLevelBlock - 1) / kLevelBlock), kLevelBlock, 0, s>>>(
-                    nodes + lb, (uint32_t)m, depth, o->min_points, flags, idx_b);
+                    nodes + lb, (uint32_t)m, depth, o->min_points, sorted, flags, idx_b);
                 QT_LAUNCHED_END("quadtree mark kernel");
                 GROVE_TRY_END(st, grove__cuda_scan(ctx, NULL, &need, GROVE_U32, GROVE_OP_SUM,
                                                    GROVE_SCAN_INCLUSIVE, flags, rank, m, s));
@@ -587,6 +917,13 @@ grove_status build_morton(grove_ctx *ctx, const float *d_xyz, int dims, const fl
                 nodes = grown;
                 node_cap = cap;
             }
+            if constexpr (sizeof(K) == 4) {
+                if (level == sorted && sorted < depth)
+                    GROVE_TRY_END(st, deep_sort(ctx, buf, &temp, &temp_cap, nodes + lb, (uint32_t)m,
+                                                (uint32_t)nsplit, flags, rank, d_xyz, dims,
+                                                depth - sorted, keys_b, idx_b, keys_a, idx_a,
+                                                n));
+            }
             children_kernel<K>
                 <<<(unsigned)((m + kLevelBlock - 1) / kLevelBlock), kLevelBlock, 0, s>>>(
                     nodes, (uint32_t)lb, (uint32_t)m, (uint32_t)le, flags, rank, keys_b, depth);
@@ -604,8 +941,8 @@ grove_status build_morton(grove_ctx *ctx, const float *d_xyz, int dims, const fl
             idx_a = idx_b;
             idx_b = ti;
         } else {
-            thrust::transform_iterator<FixBegin, const Node *> fb(nodes, FixBegin{depth});
-            thrust::transform_iterator<FixEnd, const Node *> fe(nodes, FixEnd{depth});
+            thrust::transform_iterator<FixBegin, const Node *> fb(nodes, FixBegin{depth, sorted});
+            thrust::transform_iterator<FixEnd, const Node *> fe(nodes, FixEnd{depth, sorted});
             QT_CUDA_END(
                 cudaMemcpyAsync(idx_a, idx_b, n * sizeof(uint32_t), cudaMemcpyDeviceToDevice, s),
                 "copying the quadtree point order");
@@ -648,6 +985,11 @@ _end:
 }
 
 } /* namespace */
+
+extern "C" void grove__qt_morton_tune(int sorted_levels)
+{
+    g_sorted_override = sorted_levels > 0 ? sorted_levels : 0;
+}
 
 extern "C" grove_status grove__qt_build_morton_cuda(grove_ctx *ctx, const float *d_xyz, int dims,
                                                     const float root[4], grove_quadtree *t)

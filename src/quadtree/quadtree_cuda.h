@@ -22,6 +22,12 @@ grove_status grove__qt_build_morton_cuda(grove_ctx *ctx, const float *d_xyz, int
 grove_status grove__qt_build_recursive_cuda(grove_ctx *ctx, const float *d_xyz, int dims,
                                             const float root[4], grove_quadtree *t);
 
+/* Test hook: the morton build's radix sort covers the first `sorted_levels` levels (at most
+ * max_depth; for max_depth <= 16) and the nodes of that level that split get their deeper digits
+ * afterwards, whatever the build's own choice from a sample of the points; 0 restores the
+ * choice. The tree is the same either way. Not thread-safe; for tests. */
+void grove__qt_morton_tune(int sorted_levels);
+
 /* Checks n points of `dims` floats on the device: every coordinate x, y finite and, when box is
  * not NULL, inside it; else computes the bounding box. Writes the root box (as check_points in
  * quadtree.c would) to root, or the index of the first bad point to *bad (SIZE_MAX if none)
