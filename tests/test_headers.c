@@ -5,6 +5,7 @@
 #include "grove/io.h" /* first: it must compile on its own */
 #include "grove/quadtree.h"
 #include "grove/kdtree.h"
+#include "grove/mri.h"
 #include "grove/prim.h"
 #include "grove/grove.h"
 #include "grove/io.h"

@@ -212,6 +212,11 @@ int cmd_bench(int argc, char **argv);
 int cmd_quadtree(int argc, char **argv);
 int cmd_kdtree(int argc, char **argv); /* cmd_kdtree.c: `grove kdtree build` */
 int cmd_knn(int argc, char **argv);    /* cmd_kdtree.c: `grove knn` */
+int cmd_mri(int argc, char **argv);    /* cmd_mri.c: `grove mri q|fhd|phantom|recon` */
+/* cmd_mri_recon.c: `grove mri phantom` and `grove mri recon`, called by cmd_mri (argv[0] is the
+ * subcommand's name). */
+int cmd_mri_phantom(int argc, char **argv);
+int cmd_mri_recon(int argc, char **argv);
 
 /* ---- demo parts ----
  * `grove demo` runs one part per module on generated data; a part runs its steps and records
@@ -243,6 +248,8 @@ int cli_demo_prim(cli_demo *d);
 int cli_demo_quadtree(cli_demo *d);
 /* The k-d tree part (cmd_demo.c), same contract. */
 int cli_demo_kdtree(cli_demo *d);
+/* The mri part (demo_mri.c), same contract. */
+int cli_demo_mri(cli_demo *d);
 
 /* Draws tree t to an SVG file at path (cmd_quadtree.c): points (a deterministic sample above
  * 100,000) and node boxes (down to the deepest level with at most 50,000 boxes). `what` names

@@ -35,6 +35,7 @@ static const demo_part parts[] = {
     {"prim", cli_demo_prim},
     {"quadtree", cli_demo_quadtree},
     {"kdtree", cli_demo_kdtree},
+    {"mri", cli_demo_mri},
 };
 #define NUM_PARTS ((int)(sizeof parts / sizeof parts[0]))
 
@@ -57,8 +58,9 @@ static void usage(FILE *f)
                "options:\n"
                "  --size N      elements per step (100000, 1e7, 16M, ...); default 1e7\n"
                "  --seed S      seed of the generated data (default 1)\n"
-               "  --out DIR     also write DIR/demo.json and DIR/quadtree.svg, a picture of the\n"
-               "                quadtree part's tree (DIR is created if missing)\n"
+               "  --out DIR     also write DIR/demo.json, DIR/quadtree.svg (a picture of the\n"
+               "                quadtree part's tree) and DIR/mri-recon.png (the reconstructed\n"
+               "                phantom); DIR is created if missing\n"
                "  --backend B   auto (default: CUDA when a usable GPU is found), cpu or cuda\n"
                "  -h, --help    print this help and exit\n");
 }

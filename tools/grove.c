@@ -15,6 +15,7 @@ static const cli_command commands[] = {
     {"quadtree", "2-D point quadtrees: build, draw (SVG), box and kNN queries", cmd_quadtree},
     {"kdtree", "k-d trees of 2-D and 3-D points: build and save", cmd_kdtree},
     {"knn", "k nearest neighbours, or those within a radius, from a k-d tree", cmd_knn},
+    {"mri", "non-Cartesian MRI: Q and FHD sums, phantoms, reconstruction", cmd_mri},
 };
 #define NUM_COMMANDS ((int)(sizeof commands / sizeof commands[0]))
 
