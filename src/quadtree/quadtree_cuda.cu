@@ -21,7 +21,8 @@
  *               (the children of the r-th split node of a level are the 4 nodes at
  *               level_end + 4r: breadth-first order), and find each split node's 4 child ranges
  *               by binary search for the boundaries of the next digit inside its run. The host
- *               reads the number of split nodes once per level to place the next one;
+ *               reads the number of split nodes once per level to place the next one, except
+ *               for the first levels of at most 1024 nodes, which one block does in one launch;
  *   4. leaves   inside a leaf the points must keep input order, but the sort ordered them by
  *               the digits below the leaf. That only matters for leaves above max_depth, which
  *               hold at most min_points points: the level kernel that finds such a leaf sorts
@@ -326,6 +327,142 @@ __device__ void digit_bounds(const K *keys, uint32_t b, uint32_t e, int shift, u
     out[2] = lo[2];
 }
 
+/* digit_bounds by a whole warp, for the few huge runs of the first levels, where a thread's
+ * binary search is ~27 dependent memory latencies: lanes 10g..10g+9 search the first position
+ * whose digit exceeds g with 10 probes per step (an 11-way search, about 8 steps for 10^8
+ * points). Every lane gets the three results. */
+template <typename K>
+__device__ void warp_digit_bounds(const K *keys, uint32_t b, uint32_t e, int shift, uint32_t out[3])
+{
+    const unsigned lane = threadIdx.x & 31u, g = lane / 10u, j = lane % 10u;
+    const bool active = lane < 30u;
+    uint32_t lo = b, hi = e; /* the answer is in [lo, hi]; hi is e or a position past it */
+    for (;;) {
+        const bool more = active && lo < hi;
+        const uint32_t len = hi - lo;
+        const bool small = len <= 10u;
+        bool pred = false;
+        unsigned m;
+        if (!__any_sync(~0u, more)) break;
+        if (more) {
+            uint32_t p = small ? lo + j : lo + (uint32_t)(((uint64_t)len * (j + 1)) / 11u);
+            pred = (!small || p < hi) && (unsigned)((keys[p] >> shift) & 3u) > g;
+        }
+        m = (__ballot_sync(~0u, pred) >> (10u * (g < 3u ? g : 0u))) & 0x3ffu;
+        if (more) {
+            if (small) {
+                lo = hi = m ? lo + (unsigned)(__ffs(m) - 1) : hi;
+            } else if (m == 0) {
+                lo = lo + (uint32_t)(((uint64_t)len * 10u) / 11u) + 1u;
+            } else {
+                const unsigned j0 = (unsigned)(__ffs(m) - 1);
+                const uint32_t pj = lo + (uint32_t)(((uint64_t)len * (j0 + 1)) / 11u);
+                lo = j0 ? lo + (uint32_t)(((uint64_t)len * j0) / 11u) + 1u : lo;
+                hi = pj;
+            }
+        }
+    }
+    out[0] = __shfl_sync(~0u, lo, 0);
+    out[1] = __shfl_sync(~0u, lo, 10);
+    out[2] = __shfl_sync(~0u, lo, 20);
+}
+
+/* Child q of node p, whose center is (cx, cy) and whose children's point ranges are
+ * [bounds[q], bounds[q + 1]). */
+__device__ __forceinline__ Node child_node(const Node &p, float cx, float cy, unsigned q,
+                                           const uint32_t bounds[5])
+{
+    Node c;
+    c.xmin = (q & 1u) ? cx : p.xmin;
+    c.xmax = (q & 1u) ? p.xmax : cx;
+    c.ymin = (q & 2u) ? p.ymin : cy;
+    c.ymax = (q & 2u) ? cy : p.ymax;
+    c.level = p.level + 1;
+    c.first_child = -1;
+    c.begin = bounds[q];
+    c.end = bounds[q + 1];
+    return c;
+}
+
+/* The first levels, while they have at most kSmallLevel nodes, in one launch of one block:
+ * mark (with the small-leaf re-sort), number and split each level as mark_scan_small_kernel and
+ * children_kernel do, from the root (nodes[0]) down, stopping before level stop_level, before a
+ * level of more nodes, at a level with no split node, or when the next level would not fit in
+ * node_cap nodes. Writes where it stopped: state = {lb, le, level}; the host loop goes on from
+ * there (redoing the marks of that level, which is harmless: the re-sort is idempotent). Saves
+ * the host round trip of each of these levels. */
+template <typename K>
+__global__ void __launch_bounds__(kSmallLevel)
+    top_kernel(Node *__restrict__ nodes, uint32_t node_cap, int depth, int min_points,
+               int sorted_level, int stop_level, const K *__restrict__ keys,
+               uint32_t *__restrict__ idx, uint32_t *__restrict__ state)
+{
+    __shared__ uint32_t warp_sum[kSmallLevel / 32];
+    __shared__ uint32_t split_list[kSmallLevel]; /* the level's split nodes, by rank */
+    const uint32_t i = threadIdx.x, lane = i & 31u, w = i >> 5;
+    uint32_t lb = 0, le = 1;
+    int level = 0;
+    for (;;) {
+        const uint32_t m = le - lb;
+        uint32_t incl, nsplit;
+        bool split = false;
+        Node nd;
+        if (m > kSmallLevel || level >= stop_level) break;
+        if (i < m) {
+            uint32_t size;
+            nd = nodes[lb + i];
+            size = nd.end - nd.begin;
+            split = nd.level < depth && (int64_t)size > (int64_t)min_points;
+            if (!split && nd.level < depth && nd.level != sorted_level && size > 1 &&
+                size <= kSmallLeaf) {
+                uint32_t v[kSmallLeaf];
+                for (uint32_t j = 0; j < size; j++) v[j] = idx[nd.begin + j];
+                insertion_sort(v, size);
+                for (uint32_t j = 0; j < size; j++) idx[nd.begin + j] = v[j];
+            }
+        }
+        incl = __popc(__ballot_sync(~0u, split) & ((2u << lane) - 1u));
+        if (lane == 31) warp_sum[w] = incl;
+        __syncthreads();
+        if (w == 0) {
+            uint32_t t = warp_sum[lane];
+            for (int d = 1; d < 32; d *= 2) {
+                uint32_t u = __shfl_up_sync(~0u, t, d);
+                if (lane >= (uint32_t)d) t += u;
+            }
+            warp_sum[lane] = t;
+        }
+        __syncthreads();
+        if (w > 0) incl += warp_sum[w - 1];
+        nsplit = warp_sum[kSmallLevel / 32 - 1];
+        __syncthreads(); /* everyone has read warp_sum before the next level writes it */
+        if (nsplit == 0 || (size_t)le + 4 * (size_t)nsplit > node_cap) break;
+        if (split) split_list[incl - 1] = lb + i;
+        __syncthreads();
+        /* a warp per split node */
+        for (uint32_t r = w; r < nsplit; r += kSmallLevel / 32) {
+            const Node p = nodes[split_list[r]];
+            uint32_t bounds[5];
+            bounds[0] = p.begin;
+            bounds[4] = p.end;
+            warp_digit_bounds(keys, p.begin, p.end, 2 * (depth - 1 - p.level), bounds + 1);
+            if (lane < 4)
+                nodes[le + 4 * r + lane] = child_node(p, qt_mid(p.xmin, p.xmax),
+                                                      qt_mid(p.ymin, p.ymax), lane, bounds);
+            if (lane == 0) nodes[split_list[r]].first_child = (int32_t)(le + 4 * r);
+        }
+        __syncthreads(); /* the new level is written before anyone reads it */
+        lb = le;
+        le += 4 * nsplit;
+        level++;
+    }
+    if (i == 0) {
+        state[0] = lb;
+        state[1] = le;
+        state[2] = (uint32_t)level;
+    }
+}
+
 /* The level's nodes are nodes[lb, lb + m); split node i gets children at le + 4 * (rank[i] - 1)
  * (rank is inclusive). The children of a block's split nodes are consecutive, so they are
  * assembled in shared memory and written out together. */
@@ -333,7 +470,8 @@ template <typename K>
 __global__ void __launch_bounds__(kLevelBlock)
     children_kernel(Node *__restrict__ nodes, uint32_t lb, uint32_t m, uint32_t le,
                     const uint32_t *__restrict__ flags, const uint32_t *__restrict__ rank,
-                    const K *__restrict__ keys, int depth)
+                    const K *__restrict__ keys, int depth, int min_points,
+                    uint32_t *__restrict__ next_flags)
 {
     const uint32_t cap = kStageBytes / sizeof(K);
     __shared__ K sh[kStageBytes / sizeof(K)];
@@ -377,16 +515,12 @@ __global__ void __launch_bounds__(kLevelBlock)
             digit_bounds(keys, p.begin, p.end, shift, bounds + 1);
         }
         for (unsigned q = 0; q < 4; q++) {
-            Node c;
-            c.xmin = (q & 1u) ? cx : p.xmin;
-            c.xmax = (q & 1u) ? p.xmax : cx;
-            c.ymin = (q & 2u) ? p.ymin : cy;
-            c.ymax = (q & 2u) ? cy : p.ymax;
-            c.level = p.level + 1;
-            c.first_child = -1;
-            c.begin = bounds[q];
-            c.end = bounds[q + 1];
+            Node c = child_node(p, cx, cy, q, bounds);
             kids[4 * (r - rk[0]) + q] = c;
+            /* the next level's marks, when that level needs no leaf re-sort (see the loop) */
+            if (next_flags)
+                next_flags[4 * r + q] =
+                    c.level < depth && (int64_t)(c.end - c.begin) > (int64_t)min_points;
         }
     }
     __syncthreads();
@@ -861,8 +995,33 @@ grove_status build_morton(grove_ctx *ctx, const float *d_xyz, int dims, const fl
 
     {
         uint32_t nsplit_h = 0;
-        for (int level = 0;; level++) {
+        int level0 = 0;
+        if (n > 0) {
+            uint32_t *state = NULL, state_h[3];
+            GROVE_TRY_END(st, buf.alloc((void **)&state, 3 * sizeof(uint32_t),
+                                        "the quadtree top levels"));
+            top_kernel<K><<<1, kSmallLevel, 0, s>>>(nodes, (uint32_t)node_cap, depth,
+                                                    o->min_points, sorted,
+                                                    sorted < depth ? sorted : depth + 1, keys_b,
+                                                    idx_b, state);
+            QT_LAUNCHED_END("quadtree top levels kernel");
+            GROVE_TRY_END(st, grove__cuda_d2h(ctx, state_h, state, sizeof state_h, s));
+            GROVE_TRY_END(st, grove__cuda_sync(ctx, s, "building the quadtree's top levels"));
+            buf.release(state);
+            lb = state_h[0];
+            le = state_h[1];
+            level0 = (int)state_h[2];
+        }
+        /* A level that needs no leaf re-sort (the sorted level when the sort was partial, and
+         * max_depth) gets its marks from the previous level's children kernel, into `pre`: its
+         * mark pass would read every node of what is often the largest level only for that. */
+        uint32_t *pre = NULL;
+        size_t pre_cap = 0;
+        bool pre_flagged = false;
+        for (int level = level0;; level++) {
             size_t m = le - lb, nsplit;
+            const bool pre_ok = pre_flagged && m > (size_t)kSmallLevel;
+            uint32_t *fl;
             if (m > flags_cap) {
                 size_t cap = m * 2;
                 buf.release(flags);
@@ -875,19 +1034,23 @@ grove_status build_morton(grove_ctx *ctx, const float *d_xyz, int dims, const fl
                                             "the quadtree level ranks"));
                 flags_cap = cap;
             }
+            fl = pre_ok ? pre : flags;
             if (m <= (size_t)kSmallLevel) {
                 mark_scan_small_kernel<<<1, kSmallLevel, 0, s>>>(
                     nodes + lb, (uint32_t)m, depth, o->min_points, sorted, flags, rank, idx_b);
                 QT_LAUNCHED_END("quadtree mark kernel");
             } else {
-                mark_kernel<<<(unsigned)((m + kLevelBlock - 1) / kLevelBlock), kLevelBlock, 0, s>>>(
-                    nodes + lb, (uint32_t)m, depth, o->min_points, sorted, flags, idx_b);
-                QT_LAUNCHED_END("quadtree mark kernel");
+                if (!pre_ok) {
+                    mark_kernel<<<(unsigned)((m + kLevelBlock - 1) / kLevelBlock), kLevelBlock, 0,
+                                  s>>>(nodes + lb, (uint32_t)m, depth, o->min_points, sorted,
+                                       flags, idx_b);
+                    QT_LAUNCHED_END("quadtree mark kernel");
+                }
                 GROVE_TRY_END(st, grove__cuda_scan(ctx, NULL, &need, GROVE_U32, GROVE_OP_SUM,
-                                                   GROVE_SCAN_INCLUSIVE, flags, rank, m, s));
+                                                   GROVE_SCAN_INCLUSIVE, fl, rank, m, s));
                 GROVE_TRY_END(st, ensure(buf, &temp, &temp_cap, need, "scan temporary storage"));
                 GROVE_TRY_END(st, grove__cuda_scan(ctx, temp, &need, GROVE_U32, GROVE_OP_SUM,
-                                                   GROVE_SCAN_INCLUSIVE, flags, rank, m, s));
+                                                   GROVE_SCAN_INCLUSIVE, fl, rank, m, s));
             }
             GROVE_TRY_END(st, grove__cuda_d2h(ctx, &nsplit_h, rank + m - 1, 4, s));
             GROVE_TRY_END(st, grove__cuda_sync(ctx, s, "building the quadtree levels"));
@@ -920,14 +1083,30 @@ grove_status build_morton(grove_ctx *ctx, const float *d_xyz, int dims, const fl
             if constexpr (sizeof(K) == 4) {
                 if (level == sorted && sorted < depth)
                     GROVE_TRY_END(st, deep_sort(ctx, buf, &temp, &temp_cap, nodes + lb, (uint32_t)m,
-                                                (uint32_t)nsplit, flags, rank, d_xyz, dims,
+                                                (uint32_t)nsplit, fl, rank, d_xyz, dims,
                                                 depth - sorted, keys_b, idx_b, keys_a, idx_a,
                                                 n));
             }
-            children_kernel<K>
-                <<<(unsigned)((m + kLevelBlock - 1) / kLevelBlock), kLevelBlock, 0, s>>>(
-                    nodes, (uint32_t)lb, (uint32_t)m, (uint32_t)le, flags, rank, keys_b, depth);
-            QT_LAUNCHED_END("quadtree children kernel");
+            {
+                uint32_t *next = NULL;
+                if (!pre_ok && ((level + 1 == sorted && sorted < depth) || level + 1 == depth)) {
+                    if (4 * nsplit > pre_cap) {
+                        buf.release(pre);
+                        pre = NULL;
+                        pre_cap = 0;
+                        GROVE_TRY_END(st, buf.alloc((void **)&pre, 4 * nsplit * sizeof(uint32_t),
+                                                    "the quadtree level marks"));
+                        pre_cap = 4 * nsplit;
+                    }
+                    next = pre;
+                }
+                children_kernel<K>
+                    <<<(unsigned)((m + kLevelBlock - 1) / kLevelBlock), kLevelBlock, 0, s>>>(
+                        nodes, (uint32_t)lb, (uint32_t)m, (uint32_t)le, fl, rank, keys_b, depth,
+                        o->min_points, next);
+                QT_LAUNCHED_END("quadtree children kernel");
+                pre_flagged = next != NULL;
+            }
             lb = le;
             le += 4 * nsplit;
         }
