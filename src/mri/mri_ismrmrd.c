@@ -27,32 +27,8 @@
 #include "mri_internal.h"
 
 #ifdef GROVE_HAVE_ISMRMRD
-#include <ismrmrd/ismrmrd.h>
-#if defined(__has_include)
-#if __has_include(<hdf5.h>)
-#define GROVE_ISMRMRD_DATASET_H 1
-#endif
-#endif
-#ifdef GROVE_ISMRMRD_DATASET_H
 #include <ismrmrd/dataset.h>
-#else
-/* hdf5.h (which ismrmrd/dataset.h includes) is not on this build's include path: the few
- * dataset calls used here, as ismrmrd/dataset.h 1.x declares them (hid_t is int64_t since HDF5
- * 1.10). */
-typedef struct ISMRMRD_Dataset {
-    char *filename;
-    char *groupname;
-    int64_t fileid;
-} ISMRMRD_Dataset;
-int ismrmrd_init_dataset(ISMRMRD_Dataset *dset, const char *filename, const char *groupname);
-int ismrmrd_open_dataset(ISMRMRD_Dataset *dset, const bool create_if_needed);
-int ismrmrd_close_dataset(ISMRMRD_Dataset *dset);
-int ismrmrd_write_header(const ISMRMRD_Dataset *dset, const char *xmlstring);
-char *ismrmrd_read_header(const ISMRMRD_Dataset *dset);
-int ismrmrd_append_acquisition(const ISMRMRD_Dataset *dset, const ISMRMRD_Acquisition *acq);
-int ismrmrd_read_acquisition(const ISMRMRD_Dataset *dset, uint32_t index, ISMRMRD_Acquisition *acq);
-uint32_t ismrmrd_get_number_of_acquisitions(const ISMRMRD_Dataset *dset);
-#endif
+#include <ismrmrd/ismrmrd.h>
 #endif
 
 #define ISM_MAX_SIZE_2D 4096
