@@ -5,9 +5,13 @@
  * phantoms (NRMSE bounds), the regulariser, and the files: NIfTI header bytes, PNG, ISMRMRD round
  * trip, multi-coil, truncated, garbage and NaN-carrying files.
  *
- * Usage: test_mri_recon [--backend cpu|cuda] [--seed S]
- * With --backend cuda the direct sums run on the GPU (the Toeplitz FFTs stay on the CPU) and the
- * results are compared with the CPU backend's; exit 77 (skipped) where no GPU can be used.
+ * Usage: test_mri_recon [--backend cpu|cuda] [--seed S] [--only quick]
+ * With --backend cuda the whole solve runs on the GPU (mri_recon_cuda.cu: float sums, cuFFT,
+ * device-resident CG) and the results are compared with the CPU backend's: the operator, every
+ * reconstruction case's image and iteration count, the stopping rules, and a forced device
+ * out-of-memory; then (not with --only quick, which the sanitizer runs use) the seconds per
+ * iteration on the GPU and the CPU at 2-D 128 and 3-D stack 64. Exit 77 (skipped) where no GPU
+ * can be used.
  *
  * Bounds and where they come from (figures measured on the CPU backend, docs/mri.md):
  *  - analytic vs numerical k-space: the numerical transform is the phantom averaged over voxels
@@ -29,6 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core.h" /* the context's dev_in_use, for the leak check of the out-of-memory test */
 #include "grove/mri.h"
 #include "testutil.h"
 
@@ -773,32 +778,244 @@ static void test_reconstructions(grove_ctx *ctx)
         run_recon(ctx, &cs[i], &img[i]);
         rough[i] = roughness(img[i], cs[i].dims, cs[i].size);
     }
-    /* exact and Toeplitz: the same iterates up to float rounding in the operator */
+    /* exact and Toeplitz: the same iterates up to float rounding in the operator (on the GPU
+     * both operators are float, each within 1e-4 of the exact one (mri.h), which 20 CG
+     * iterations amplify: the CUDA vs CPU bound below; measured 1.8e-5 on the H100) */
     {
         size_t n = voxels(2, 32);
         double d = grove_mri_nrmse(img[1], img[0], n);
+        double bound = ctx != g_ref ? 5e-4 : 1e-4;
         printf("  exact vs Toeplitz images (2-D radial 32, 20 iterations): rel. L2 %.2e\n", d);
-        CHECK_MSG(d < 1e-4, "exact vs Toeplitz images: %.3e", d);
+        CHECK_MSG(d < bound, "exact vs Toeplitz images: %.3e", d);
     }
     /* the regulariser smooths: R's quadratic form falls as lambda grows */
     printf("  roughness sum |D x|^2: lambda 0: %.1f, 0.05: %.1f, 2: %.1f\n", rough[4], rough[5],
            rough[6]);
     CHECK(rough[5] < rough[4]);
     CHECK(rough[6] < 0.5 * rough[5]);
-    /* on the GPU, the same images as the CPU backend within the kernels' float accuracy */
+    /* on the GPU, the same images as the CPU backend within the kernels' float accuracy: the
+     * GPU operator differs from the CPU's by the float sums (<= 1e-4 relative, mri.h; measured
+     * 1e-5 to 2e-5) and the float FFT (~1e-6); CG in double on both sides, so the images differ
+     * by that operator error amplified by the solve, bounded by the system's conditioning on the
+     * Krylov space. Measured on the H100: 1.3e-5 to 4.5e-5 over the eight cases (deterministic
+     * data and kernels); the bound keeps a 10x margin. */
     if (ctx != g_ref) {
-        for (int i = 0; i < 8; i += 3) {
+        for (int i = 0; i < 8; i++) {
             size_t n = voxels(cs[i].dims, cs[i].size);
             float *cpu;
             double d;
             run_recon(g_ref, &cs[i], &cpu);
             d = grove_mri_nrmse(img[i], cpu, n);
             printf("  CUDA vs CPU image, case %d: rel. L2 %.2e\n", i, d);
-            CHECK_MSG(d < 2e-3, "CUDA vs CPU image, case %d: %.3e", i, d);
+            CHECK_MSG(d < 5e-4, "CUDA vs CPU image, case %d: %.3e", i, d);
             free(cpu);
         }
     }
     for (int i = 0; i < 8; i++) free(img[i]);
+}
+
+/* ---- the GPU solver against the CPU's: stopping rules, out of memory, time ---- */
+
+static int stop_at_3(void *user, int iter, int max_iters, double residual)
+{
+    (void)user;
+    (void)max_iters;
+    (void)residual;
+    return iter >= 3;
+}
+
+static grove_mri_acq *make_acq(grove_ctx *ctx, int dims, int size, grove_mri_trajectory traj)
+{
+    grove_mri_phantom_opts o;
+    grove_mri_acq *a = NULL;
+    grove_mri_phantom_default_opts(&o);
+    o.dims = dims;
+    o.size = size;
+    o.traj = traj;
+    CHECK_OK(ctx, grove_mri_phantom(ctx, &o, &a));
+    return a;
+}
+
+static void test_cuda_solver(grove_ctx *ctx)
+{
+    grove_mri_acq *a = make_acq(g_ref, 2, 64, GROVE_MRI_TRAJ_RADIAL);
+    size_t n = voxels(2, 64);
+    float *img = (float *)tu_malloc(4 * n * sizeof(float));
+    grove_mri_recon_opts ro;
+    grove_mri_recon_stats sg, sc;
+    if (!a) {
+        free(img);
+        return;
+    }
+    /* stopping on tol: the residuals agree to the operator's float error, so the iteration that
+     * crosses tol is the same, or one off where a residual sits within that error of tol */
+    for (int f = 0; f < 2; f++) {
+        grove_mri_recon_default_opts(&ro);
+        ro.fhf = f ? GROVE_MRI_FHF_TOEPLITZ : GROVE_MRI_FHF_EXACT;
+        ro.max_iters = 50;
+        ro.tol = 1e-2;
+        ro.lambda = f ? 0.05 : 0;
+        CHECK_OK(ctx, grove_mri_recon(ctx, a, &ro, img, img + n, &sg));
+        CHECK_OK(g_ref, grove_mri_recon(g_ref, a, &ro, img + 2 * n, img + 3 * n, &sc));
+        printf("  tol 1e-2, %s, lambda %g: CUDA %d iters (residual %.4e), CPU %d (%.4e), "
+               "images rel. L2 %.2e\n",
+               f ? "Toeplitz" : "exact", ro.lambda, sg.iters, sg.residual, sc.iters, sc.residual,
+               grove_mri_nrmse(img, img + 2 * n, n));
+        CHECK(sg.iters >= 1 && sg.iters < 50 && sg.residual <= 1e-2);
+        CHECK_MSG(abs(sg.iters - sc.iters) <= 1, "iterations CUDA %d, CPU %d", sg.iters, sc.iters);
+        CHECK_MSG(fabs(sg.residual - sc.residual) < 5e-2 * sc.residual || sg.iters != sc.iters,
+                  "residuals CUDA %.6e, CPU %.6e", sg.residual, sc.residual);
+        CHECK(sg.setup_seconds > 0 && sg.seconds_per_iter > 0);
+    }
+    /* the progress callback stops the solve */
+    grove_mri_recon_default_opts(&ro);
+    ro.progress = stop_at_3;
+    CHECK_OK(ctx, grove_mri_recon(ctx, a, &ro, img, img + n, &sg));
+    CHECK(sg.iters == 3);
+    /* max_iters 0: the zero image */
+    ro.progress = NULL;
+    ro.max_iters = 0;
+    for (size_t i = 0; i < 2 * n; i++) img[i] = 1;
+    CHECK_OK(ctx, grove_mri_recon(ctx, a, &ro, img, img + n, &sg));
+    CHECK(sg.iters == 0 && sg.residual == 1);
+    for (size_t i = 0; i < 2 * n; i++) CHECK(img[i] == 0);
+    grove_mri_acq_free(a);
+    free(img);
+
+    /* out of device memory at every size up to what the solve needs: the error, and nothing
+     * held afterwards; then a solve that fits on the same context still works */
+    {
+        grove_ctx_opts co;
+        grove_ctx *small = NULL;
+        grove_mri_acq *big = make_acq(g_ref, 2, 128, GROVE_MRI_TRAJ_RADIAL);
+        grove_mri_acq *tiny = make_acq(g_ref, 2, 16, GROVE_MRI_TRAJ_SPIRAL);
+        size_t nb = voxels(2, 128);
+        float *ib = (float *)tu_malloc(2 * nb * sizeof(float));
+        grove_ctx_default_opts(&co);
+        co.device_mem_limit = (size_t)1 << 20;
+        if (big && tiny && tu_cuda_ctx("test_mri_recon", &co, &small) == 0) {
+            for (int f = 0; f < 2; f++) {
+                grove_mri_recon_default_opts(&ro);
+                ro.fhf = f ? GROVE_MRI_FHF_TOEPLITZ : GROVE_MRI_FHF_EXACT;
+                ro.max_iters = 2;
+                CHECK_STATUS(small, grove_mri_recon(small, big, &ro, ib, ib + nb, NULL),
+                             GROVE_ERR_DEVICE_OUT_OF_MEMORY);
+                CHECK_MSG(small->dev_in_use == 0, "%zu bytes held after out of memory",
+                          small->dev_in_use);
+                CHECK_STATUS(
+                    small,
+                    grove__mri_normal_apply(small, big, ro.fhf, 0.1, ib, ib + nb, ib, ib + nb),
+                    GROVE_ERR_DEVICE_OUT_OF_MEMORY);
+                CHECK(small->dev_in_use == 0);
+                CHECK_OK(small, grove_mri_recon(small, tiny, &ro, ib, ib + nb, &sg));
+                CHECK(sg.iters == 2 && small->dev_in_use == 0);
+            }
+            /* limits from 16 KiB up, 2-D radial 32 (about 0.3 MiB in all): each run fails at
+             * a later allocation (the module's sums, cuFFT's work area) or succeeds */
+            {
+                grove_mri_acq *mid = make_acq(g_ref, 2, 32, GROVE_MRI_TRAJ_RADIAL);
+                int fails = 0, oks = 0;
+                for (size_t lim = (size_t)16 << 10; mid && lim <= ((size_t)2 << 20);
+                     lim += lim / 4) {
+                    grove_ctx *c2 = NULL;
+                    co.device_mem_limit = lim;
+                    if (tu_cuda_ctx("test_mri_recon", &co, &c2) != 0) break;
+                    for (int f = 0; f < 2; f++) {
+                        grove_status st;
+                        grove_mri_recon_default_opts(&ro);
+                        ro.fhf = f ? GROVE_MRI_FHF_TOEPLITZ : GROVE_MRI_FHF_EXACT;
+                        ro.max_iters = 2;
+                        st = grove_mri_recon(c2, mid, &ro, ib, ib + nb, &sg);
+                        if (st == GROVE_OK) {
+                            oks++;
+                            CHECK(sg.iters == 2);
+                        } else {
+                            fails++;
+                            CHECK_MSG(st == GROVE_ERR_DEVICE_OUT_OF_MEMORY,
+                                      "limit %zu: status %d (%s)", lim, (int)st,
+                                      grove_ctx_last_error(c2));
+                        }
+                        CHECK_MSG(c2->dev_in_use == 0, "limit %zu: %zu bytes held", lim,
+                                  c2->dev_in_use);
+                    }
+                    grove_ctx_destroy(c2);
+                }
+                printf("  device_mem_limit 16 KiB .. 2 MiB, 2-D radial 32: %d out of memory, %d "
+                       "solved, no bytes held after any\n",
+                       fails, oks);
+                CHECK(fails >= 4 && oks >= 2);
+                grove_mri_acq_free(mid);
+            }
+        }
+        grove_ctx_destroy(small);
+        grove_mri_acq_free(big);
+        grove_mri_acq_free(tiny);
+        free(ib);
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median seconds per iteration (and setup) of `reps` solves, after one warm-up solve. */
+static void time_recon(grove_ctx *ctx, const grove_mri_acq *a, grove_mri_fhf fhf, int iters,
+                       int reps, double *per_iter, double *setup)
+{
+    size_t n = voxels(a->dims, a->size);
+    float *img = (float *)tu_malloc(2 * n * sizeof(float));
+    double t[32], su[32];
+    grove_mri_recon_opts ro;
+    grove_mri_recon_stats st;
+    grove_mri_recon_default_opts(&ro);
+    ro.fhf = fhf;
+    ro.max_iters = iters;
+    ro.tol = 0;
+    if (reps > 32) reps = 32;
+    CHECK_OK(ctx, grove_mri_recon(ctx, a, &ro, img, img + n, &st));
+    for (int r = 0; r < reps; r++) {
+        CHECK_OK(ctx, grove_mri_recon(ctx, a, &ro, img, img + n, &st));
+        t[r] = st.seconds_per_iter;
+        su[r] = st.setup_seconds;
+    }
+    qsort(t, (size_t)reps, sizeof(double), cmp_double);
+    qsort(su, (size_t)reps, sizeof(double), cmp_double);
+    *per_iter = t[reps / 2];
+    *setup = su[reps / 2];
+    free(img);
+}
+
+static void time_cuda(grove_ctx *ctx)
+{
+    static const struct {
+        int dims, size;
+        grove_mri_trajectory traj;
+        grove_mri_fhf fhf;
+        int gpu_iters, cpu_iters, cpu_reps; /* cpu_reps 0: not timed on the CPU */
+    } cs[] = {
+        {2, 128, GROVE_MRI_TRAJ_RADIAL, GROVE_MRI_FHF_TOEPLITZ, 20, 20, 3},
+        {2, 128, GROVE_MRI_TRAJ_RADIAL, GROVE_MRI_FHF_EXACT, 20, 2, 1},
+        {3, 64, GROVE_MRI_TRAJ_STACK, GROVE_MRI_FHF_TOEPLITZ, 20, 0, 0},
+        {3, 64, GROVE_MRI_TRAJ_STACK, GROVE_MRI_FHF_EXACT, 3, 0, 0},
+    };
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        grove_mri_acq *a = make_acq(g_ref, cs[c].dims, cs[c].size, cs[c].traj);
+        double g_it = 0, g_su = 0, c_it = 0, c_su = 0;
+        if (!a) continue;
+        time_recon(ctx, a, cs[c].fhf, cs[c].gpu_iters, 11, &g_it, &g_su);
+        if (cs[c].cpu_reps)
+            time_recon(g_ref, a, cs[c].fhf, cs[c].cpu_iters, cs[c].cpu_reps, &c_it, &c_su);
+        printf("  time %d-D %-6s %3d, %7zu samples, %-8s: GPU %.3e s/iter (setup %.3f s), ",
+               cs[c].dims, traj_name(cs[c].traj), cs[c].size, a->num_k,
+               cs[c].fhf == GROVE_MRI_FHF_EXACT ? "exact" : "toeplitz", g_it, g_su);
+        if (cs[c].cpu_reps)
+            printf("CPU %.3e s/iter (setup %.3f s): %.0fx\n", c_it, c_su, c_it / g_it);
+        else
+            printf("CPU not timed (its setup alone takes minutes)\n");
+        grove_mri_acq_free(a);
+    }
 }
 
 /* ---- the solver's arguments and inputs ---- */
@@ -885,7 +1102,7 @@ int main(int argc, char **argv)
     grove_ctx *ctx = NULL;
     tu_rng r;
     if (tu_parse_args(argc, argv, &args)) {
-        fprintf(stderr, "usage: test_mri_recon [--backend cpu|cuda] [--seed S]\n");
+        fprintf(stderr, "usage: test_mri_recon [--backend cpu|cuda] [--seed S] [--only quick]\n");
         return 2;
     }
     r.s = args.seed;
@@ -926,6 +1143,10 @@ int main(int argc, char **argv)
     test_operator(ctx, &r, 3, 8, GROVE_MRI_TRAJ_STACK, 0.1);
     test_operator(ctx, &r, 3, 9, GROVE_MRI_TRAJ_RADIAL, 0);
     test_reconstructions(ctx);
+    if (ctx != g_ref) {
+        test_cuda_solver(ctx);
+        if (!args.only || strcmp(args.only, "quick")) time_cuda(ctx);
+    }
     cleanup_dir();
     if (ctx != g_ref) grove_ctx_destroy(ctx);
     grove_ctx_destroy(g_ref);

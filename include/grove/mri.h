@@ -168,7 +168,7 @@ void grove_mri_recon_default_opts(grove_mri_recon_opts *o);
  *  F is the forward model d_m = sum_n rho_n exp(-i 2 pi k_m . x_n), W the weights.
  *  stats may be NULL.
  *  @return GROVE_OK, GROVE_ERR_INVALID_ARG, GROVE_ERR_BAD_INPUT, GROVE_ERR_UNSUPPORTED (the
- *  Toeplitz form on a build without FFTW), GROVE_ERR_OUT_OF_MEMORY,
+ *  Toeplitz form on a CPU context of a build without FFTW; a CUDA context uses cuFFT), GROVE_ERR_OUT_OF_MEMORY,
  *  GROVE_ERR_DEVICE_OUT_OF_MEMORY or GROVE_ERR_CUDA. */
 grove_status grove_mri_recon(grove_ctx *ctx, const grove_mri_acq *acq,
                              const grove_mri_recon_opts *opts, float *img_r, float *img_i,

@@ -4,9 +4,10 @@
  * (two direct sums per iteration) or through its Toeplitz kernel (one Q sum on the doubled grid,
  * then an FFT convolution per iteration). docs/mri.md derives every step.
  *
- * Every direct sum goes through the FHD/Q kernels of this module (grove__mri_sum_cpu, or
- * grove__mri_sum_cuda on a CUDA context), which take float32 arrays; the CG keeps its vectors in
- * double and rounds to float only at the kernel boundary.
+ * On a CUDA context the whole solve runs on the GPU (mri_recon_cuda.cu: the sums on device
+ * arrays, the Toeplitz convolution with cuFFT, the CG vectors on the device). On the CPU every
+ * direct sum goes through grove__mri_sum_cpu, which takes float32 arrays; the CG keeps its
+ * vectors in double and rounds to float only at the kernel boundary.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -18,7 +19,7 @@
 
 #include "mri_internal.h"
 #ifdef GROVE_HAVE_CUDA
-#include "mri_cuda.h"
+#include "mri_recon_cuda.h"
 #endif
 #ifdef GROVE_HAVE_FFTW
 #include <fftw3.h>
@@ -78,14 +79,11 @@ typedef struct recon_op {
 #endif
 } recon_op;
 
-/* One direct sum (Q or FHD) on the context's backend. */
+/* One direct sum (Q or FHD) on the CPU (a CUDA context never gets here: it takes the GPU path,
+ * mri_recon_cuda.cu). */
 static grove_status op_sum(recon_op *op, int fhd, const grove_mri_samples *k,
                            const grove_mri_voxels *v, float *out_r, float *out_i)
 {
-#ifdef GROVE_HAVE_CUDA
-    if (grove_ctx_backend(op->ctx) == GROVE_BACKEND_CUDA)
-        return grove__mri_sum_cuda(op->ctx, op->fn, fhd, k, v, GROVE_MRI_KERNEL_AUTO, out_r, out_i);
-#endif
     return grove__mri_sum_cpu(op->ctx, op->fn, fhd, k, v, out_r, out_i);
 }
 
@@ -463,6 +461,10 @@ grove_status grove_mri_recon(grove_ctx *ctx, const grove_mri_acq *acq,
                             "got %d",
                             fn, (int)o.fhf);
     GROVE_TRY(check_acq(ctx, fn, acq));
+#ifdef GROVE_HAVE_CUDA
+    if (grove_ctx_backend(ctx) == GROVE_BACKEND_CUDA)
+        return grove__mri_recon_cuda(ctx, fn, acq, &o, img_r, img_i, stats);
+#endif
     memset(&op, 0, sizeof op);
 
     GROVE_TRY_END(st, op_init(&op, ctx, fn, acq, o.fhf, o.lambda));
@@ -536,6 +538,12 @@ grove_status grove__mri_normal_apply(grove_ctx *ctx, const grove_mri_acq *acq, g
     if (!acq || !in_r || !in_i || !out_r || !out_i)
         return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: a pointer argument is NULL", fn);
     GROVE_TRY(check_acq(ctx, fn, acq));
+    if (fhf != GROVE_MRI_FHF_EXACT && fhf != GROVE_MRI_FHF_TOEPLITZ)
+        return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: fhf must be EXACT or TOEPLITZ", fn);
+#ifdef GROVE_HAVE_CUDA
+    if (grove_ctx_backend(ctx) == GROVE_BACKEND_CUDA)
+        return grove__mri_normal_apply_cuda(ctx, fn, acq, fhf, lambda, in_r, in_i, out_r, out_i);
+#endif
     GROVE_TRY_END(st, op_init(&op, ctx, fn, acq, fhf, lambda));
     GROVE_TRY_END(st, op_setup(&op));
     p = (double *)calloc(4 * op.n, sizeof(double));
