@@ -57,12 +57,12 @@ static size_t first_non_finite(const float *a, size_t n, int nt)
     return bad;
 }
 
-static grove_status check_values(grove_ctx *ctx, const char *fn, const char *name, const float *a,
-                                 size_t n, int nt)
+grove_status grove__mri_check_finite(grove_ctx *ctx, const char *where, const char *name,
+                                     const float *a, size_t n)
 {
-    size_t i = first_non_finite(a, n, nt);
+    size_t i = first_non_finite(a, n, grove__threads(ctx));
     if (i == SIZE_MAX) return GROVE_OK;
-    return grove__error(ctx, GROVE_ERR_BAD_INPUT, "%s: %s[%zu] is %s", fn, name, i,
+    return grove__error(ctx, GROVE_ERR_BAD_INPUT, "%s: %s[%zu] is %s", where, name, i,
                         isnan(a[i]) ? "NaN" : (a[i] > 0 ? "+Inf" : "-Inf"));
 }
 
@@ -70,7 +70,7 @@ static grove_status mri_sum(grove_ctx *ctx, const char *fn, int fhd, const grove
                             const grove_mri_voxels *v, grove_mri_kernel kernel, float *out_r,
                             float *out_i)
 {
-    int nt, cuda = 0;
+    int cuda = 0;
     size_t nk, nx;
 
     GROVE_TRY(grove__check_ctx(ctx));
@@ -112,19 +112,18 @@ static grove_status mri_sum(grove_ctx *ctx, const char *fn, int fhd, const grove
                             "one kernel, 'auto'",
                             fn, grove_mri_kernel_name(kernel));
 
-    nt = grove__threads(ctx);
-    GROVE_TRY(check_values(ctx, fn, "kx", k->kx, nk, nt));
-    GROVE_TRY(check_values(ctx, fn, "ky", k->ky, nk, nt));
-    GROVE_TRY(check_values(ctx, fn, "kz", k->kz, nk, nt));
-    GROVE_TRY(check_values(ctx, fn, "phi_r", k->phi_r, nk, nt));
-    GROVE_TRY(check_values(ctx, fn, "phi_i", k->phi_i, nk, nt));
+    GROVE_TRY(grove__mri_check_finite(ctx, fn, "kx", k->kx, nk));
+    GROVE_TRY(grove__mri_check_finite(ctx, fn, "ky", k->ky, nk));
+    GROVE_TRY(grove__mri_check_finite(ctx, fn, "kz", k->kz, nk));
+    GROVE_TRY(grove__mri_check_finite(ctx, fn, "phi_r", k->phi_r, nk));
+    GROVE_TRY(grove__mri_check_finite(ctx, fn, "phi_i", k->phi_i, nk));
     if (fhd) {
-        GROVE_TRY(check_values(ctx, fn, "d_r", k->d_r, nk, nt));
-        GROVE_TRY(check_values(ctx, fn, "d_i", k->d_i, nk, nt));
+        GROVE_TRY(grove__mri_check_finite(ctx, fn, "d_r", k->d_r, nk));
+        GROVE_TRY(grove__mri_check_finite(ctx, fn, "d_i", k->d_i, nk));
     }
-    GROVE_TRY(check_values(ctx, fn, "x", v->x, nx, nt));
-    GROVE_TRY(check_values(ctx, fn, "y", v->y, nx, nt));
-    GROVE_TRY(check_values(ctx, fn, "z", v->z, nx, nt));
+    GROVE_TRY(grove__mri_check_finite(ctx, fn, "x", v->x, nx));
+    GROVE_TRY(grove__mri_check_finite(ctx, fn, "y", v->y, nx));
+    GROVE_TRY(grove__mri_check_finite(ctx, fn, "z", v->z, nx));
 
     if (nx == 0) return GROVE_OK;
     if (nk == 0) {

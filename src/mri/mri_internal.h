@@ -19,6 +19,12 @@ grove_status grove__mri_sum_cpu(grove_ctx *ctx, const char *fn, int fhd,
                                 const grove_mri_samples *k, const grove_mri_voxels *v,
                                 float *out_r, float *out_i);
 
+/* GROVE_OK, or GROVE_ERR_BAD_INPUT naming the first non-finite value of a[n] as
+ * "WHERE: NAME[i] is NaN" (or +Inf, -Inf); the smallest such i whatever the thread count.
+ * a may be NULL (nothing to check). */
+grove_status grove__mri_check_finite(grove_ctx *ctx, const char *where, const char *name,
+                                     const float *a, size_t n);
+
 /* The normal operator of the reconstruction (mri_recon.c): out = (F^H W F + lambda R) in, with
  * F^H W F applied as `fhf` says; size^dims complex values in and out. For the tests. */
 grove_status grove__mri_normal_apply(grove_ctx *ctx, const grove_mri_acq *acq, grove_mri_fhf fhf,

@@ -12,7 +12,6 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,17 +38,6 @@ void grove_mri_parboil_free(grove_mri_parboil *p)
     if (!p) return;
     free(p->storage);
     free(p);
-}
-
-/* The first non-finite value of a[n] as a message, or GROVE_OK. */
-static grove_status check_finite(grove_ctx *ctx, const char *path, const char *name, const float *a,
-                                 size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(a[i]))
-            return grove__error(ctx, GROVE_ERR_BAD_INPUT, "%s: %s[%zu] is %s", path, name, i,
-                                isnan(a[i]) ? "NaN" : (a[i] > 0 ? "+Inf" : "-Inf"));
-    return GROVE_OK;
 }
 
 grove_status grove_mri_parboil_read(grove_ctx *ctx, const char *path, int with_data,
@@ -149,7 +137,7 @@ grove_status grove_mri_parboil_read(grove_ctx *ctx, const char *path, int with_d
         a[i] = p->storage + off;
         off += n;
         GROVE_TRY_END(st, grove__read_words(ctx, path, f, a[i], n, 4, le));
-        GROVE_TRY_END(st, check_finite(ctx, path, arrays[i].name, a[i], n));
+        GROVE_TRY_END(st, grove__mri_check_finite(ctx, path, arrays[i].name, a[i], n));
     }
     for (int i = narr; i < MAX_ARRAYS; i++) a[i] = NULL;
     p->k.num_k = (size_t)nk;
