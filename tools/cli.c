@@ -205,6 +205,30 @@ int cli_int(cli_parser *p, long lo, long hi, long *out)
     return 0;
 }
 
+int cli_double(cli_parser *p, double lo, double hi, double *out)
+{
+    char *end;
+    double v;
+    int len = (int)strcspn(p->arg, "="); /* the option's name, also in --name=value */
+    if (p->exit) return p->exit;
+    v = strtod(p->val, &end);
+    if (end == p->val || *end != '\0' || p->val[0] == ' ' || p->val[0] == '\t') {
+        cli_error(p->what, "%.*s: '%s' is not a number", len, p->arg, p->val);
+        return p->exit = CLI_EXIT_USAGE;
+    }
+    if (!isfinite(v) || v < lo || v > hi) {
+        if (isinf(hi))
+            cli_error(p->what, "%.*s: '%s' is not a finite number >= %g", len, p->arg, p->val,
+                      lo);
+        else
+            cli_error(p->what, "%.*s: '%s' is out of range [%g, %g]", len, p->arg, p->val, lo,
+                      hi);
+        return p->exit = CLI_EXIT_USAGE;
+    }
+    *out = v;
+    return 0;
+}
+
 int cli_backend(cli_parser *p, grove_backend *out)
 {
     if (p->exit) return p->exit;

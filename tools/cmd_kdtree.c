@@ -147,26 +147,6 @@ static int common_option(cli_parser *p, kd_args *a)
     return 1;
 }
 
-/* R: a decimal number, finite and >= 0. */
-static int parse_radius(cli_parser *p, double *out)
-{
-    char *end;
-    double v;
-    if (p->exit) return p->exit;
-    errno = 0;
-    v = strtod(p->val, &end);
-    if (end == p->val || *end != '\0' || p->val[0] == ' ' || p->val[0] == '\t') {
-        cli_error(p->what, "--radius: '%s' is not a number", p->val);
-        return p->exit = CLI_EXIT_USAGE;
-    }
-    if (!isfinite(v) || v < 0) {
-        cli_error(p->what, "--radius: '%s' is not a finite number >= 0", p->val);
-        return p->exit = CLI_EXIT_USAGE;
-    }
-    *out = v;
-    return 0;
-}
-
 /* ---- small helpers ---- */
 
 static int build_tree(grove_ctx *ctx, const char *what, const grove_points *pts,
@@ -439,7 +419,7 @@ int cmd_knn(int argc, char **argv)
         else if (cli_value(&p, "-k") || cli_value(&p, "--k"))
             cli_int(&p, 1, MAX_K, &a.k);
         else if (cli_value(&p, "--radius")) {
-            if (parse_radius(&p, &a.radius) == 0) a.have_radius = 1;
+            if (cli_double(&p, 0, HUGE_VAL, &a.radius) == 0) a.have_radius = 1;
         } else if (common_option(&p, &a))
             continue;
         else if (p.positional && !a.input)

@@ -95,26 +95,6 @@ static const char *traj_name(grove_mri_trajectory t)
     return "?";
 }
 
-/* A decimal number in [lo, hi]; 0 or CLI_EXIT_USAGE after the message. */
-static int parse_double(cli_parser *p, double lo, double hi, double *out)
-{
-    char *end;
-    double v;
-    if (p->exit) return p->exit;
-    errno = 0;
-    v = strtod(p->val, &end);
-    if (end == p->val || *end != '\0' || p->val[0] == ' ' || p->val[0] == '\t') {
-        cli_error(p->what, "%s: '%s' is not a number", p->arg, p->val);
-        return p->exit = CLI_EXIT_USAGE;
-    }
-    if (!isfinite(v) || v < lo || v > hi) {
-        cli_error(p->what, "%s: '%s' is out of range [%g, %g]", p->arg, p->val, lo, hi);
-        return p->exit = CLI_EXIT_USAGE;
-    }
-    *out = v;
-    return 0;
-}
-
 static int output_value(cli_parser *p, const char **out)
 {
     if (!p->exit && !p->val[0]) {
@@ -169,7 +149,7 @@ int cmd_mri_phantom(int argc, char **argv)
                 return CLI_EXIT_USAGE;
             }
         } else if (cli_value(&p, "--oversampling")) {
-            parse_double(&p, 0.25, 16, &o.oversampling);
+            cli_double(&p, 0.25, 16, &o.oversampling);
         } else if (cli_flag(&p, "--json")) {
             json = 1;
         } else {
@@ -355,9 +335,9 @@ int cmd_mri_recon(int argc, char **argv)
         } else if (cli_value(&p, "--iters")) {
             if (!cli_int(&p, 0, 100000, &v)) ro.max_iters = (int)v;
         } else if (cli_value(&p, "--tol")) {
-            parse_double(&p, 0, 1e300, &ro.tol);
+            cli_double(&p, 0, HUGE_VAL, &ro.tol);
         } else if (cli_value(&p, "--lambda")) {
-            parse_double(&p, 0, 1e300, &ro.lambda);
+            cli_double(&p, 0, HUGE_VAL, &ro.lambda);
         } else if (cli_value(&p, "--fhf")) {
             if (p.exit) return p.exit;
             if (!strcmp(p.val, "exact"))
