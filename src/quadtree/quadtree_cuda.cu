@@ -681,11 +681,10 @@ __global__ void __launch_bounds__(kBlock)
  * nodes of that level are then leaves, whose points a stable sort by the levels above leaves in
  * input order. The few that split are sorted by their deeper digits afterwards (deep_kernel).
  * 32-bit keys only; the result is the same tree whatever this returns. */
-int sorted_levels(size_t n, int depth, int min_points, int key_bits)
+int sorted_levels(size_t n, int depth, int min_points)
 {
     int l = 0;
     double per = (double)n, half = 0.5 * (double)(min_points > 0 ? min_points : 1);
-    if (key_bits != 32) return depth;
     while (per > half && l < depth) {
         per *= 0.25;
         l++;
@@ -845,7 +844,7 @@ grove_status choose_sorted(grove_ctx *ctx, Buffers &buf, void **temp, size_t *te
     uint32_t *v = NULL;
     unsigned long long *pairs = NULL, pairs_h = 0;
     size_t need = 0;
-    int guess = sorted_levels(n, depth, min_points, 32);
+    int guess = sorted_levels(n, depth, min_points);
     double mean;
     *sorted = depth;
     if (g_sorted_override > 0) {
