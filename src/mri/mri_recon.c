@@ -56,7 +56,8 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* ---- the operator ---- */
+/* ---- the operator ----
+ * CPU only: a CUDA context takes the GPU path (mri_recon_cuda.cu) before any of this runs. */
 
 typedef struct recon_op {
     grove_ctx *ctx;
@@ -79,14 +80,6 @@ typedef struct recon_op {
 #endif
 } recon_op;
 
-/* One direct sum (Q or FHD) on the CPU (a CUDA context never gets here: it takes the GPU path,
- * mri_recon_cuda.cu). */
-static grove_status op_sum(recon_op *op, int fhd, const grove_mri_samples *k,
-                           const grove_mri_voxels *v, float *out_r, float *out_i)
-{
-    return grove__mri_sum_cpu(op->ctx, op->fn, fhd, k, v, out_r, out_i);
-}
-
 /* F^H W e for a sample vector e = (er, ei) given as floats: the FHD sum with phi = (w, 0). */
 static grove_status op_fhw(recon_op *op, const float *er, const float *ei, float *out_r,
                            float *out_i)
@@ -105,7 +98,7 @@ static grove_status op_fhw(recon_op *op, const float *er, const float *ei, float
     v.x = op->vx;
     v.y = op->vy;
     v.z = op->vz;
-    return op_sum(op, 1, &k, &v, out_r, out_i);
+    return grove__mri_sum_cpu(op->ctx, op->fn, 1, &k, &v, out_r, out_i);
 }
 
 /* F rho into (sr, si): the same FHD sum with samples and voxels swapped. FHD sums with
@@ -130,7 +123,7 @@ static grove_status op_forward(recon_op *op, const double *rho)
     v.x = op->acq->kx;
     v.y = op->acq->ky;
     v.z = op->dims == 3 ? op->acq->kz : NULL;
-    GROVE_TRY(op_sum(op, 1, &k, &v, op->sr, op->si));
+    GROVE_TRY(grove__mri_sum_cpu(op->ctx, op->fn, 1, &k, &v, op->sr, op->si));
     for (size_t j = 0; j < op->m; j++) op->si[j] = -op->si[j];
     return GROVE_OK;
 }
@@ -214,7 +207,7 @@ static grove_status toeplitz_setup(recon_op *op)
     v.x = pos;
     v.y = pos + n2;
     v.z = op->dims == 3 ? pos + 2 * n2 : NULL;
-    GROVE_TRY_END(st, op_sum(op, 0, &k, &v, qr, qi));
+    GROVE_TRY_END(st, grove__mri_sum_cpu(op->ctx, op->fn, 0, &k, &v, qr, qi));
     for (size_t i = 0; i < n2; i++) {
         op->kern[i][0] = qr[i];
         op->kern[i][1] = qi[i];
