@@ -63,6 +63,10 @@ extern "C" grove_status grove__cuda_use(grove_ctx *ctx)
     return GROVE_OK;
 }
 
+/* The context's page-locked scratch: room for the small results the builds read back between
+ * steps (counts, flags, per-block partial results). */
+static const size_t kPinnedBytes = 64 * 1024;
+
 extern "C" grove_status grove__cuda_ctx_init(grove_ctx *ctx, void *user_stream)
 {
     char what[64];
@@ -102,6 +106,13 @@ extern "C" grove_status grove__cuda_ctx_init(grove_ctx *ctx, void *user_stream)
             return grove__cuda_status(ctx, (int)e, "creating the context's memory pool");
         }
     }
+    /* Optional: without it grove__cuda_fetchv copies into pageable memory. */
+    if (cudaMallocHost(&ctx->pinned, kPinnedBytes) == cudaSuccess) {
+        ctx->pinned_bytes = kPinnedBytes;
+    } else {
+        ctx->pinned = NULL;
+        cudaGetLastError();
+    }
     return GROVE_OK;
 }
 
@@ -120,6 +131,12 @@ extern "C" void grove__cuda_ctx_fini(grove_ctx *ctx)
         cudaMemPoolDestroy((cudaMemPool_t)ctx->mempool);
         cudaGetLastError();
         ctx->mempool = NULL;
+    }
+    if (ctx->pinned) {
+        cudaFreeHost(ctx->pinned);
+        cudaGetLastError();
+        ctx->pinned = NULL;
+        ctx->pinned_bytes = 0;
     }
     ctx->stream = NULL;
     ctx->own_stream = 0;
@@ -176,4 +193,42 @@ extern "C" grove_status grove__cuda_sync(grove_ctx *ctx, void *stream, const cha
 {
     GROVE_CUDA_TRY(ctx, cudaStreamSynchronize((cudaStream_t)stream), what);
     return GROVE_OK;
+}
+
+extern "C" grove_status grove__cuda_fetchv(grove_ctx *ctx, int count, void *const *h,
+                                           const void *const *d, const size_t *bytes,
+                                           void *stream, const char *what)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    size_t total = 0, at = 0;
+    for (int i = 0; i < count; i++) total += (bytes[i] + 15) & ~(size_t)15;
+    if (!ctx->pinned || total > ctx->pinned_bytes) {
+        for (int i = 0; i < count; i++)
+            if (bytes[i] > 0)
+                GROVE_CUDA_TRY(ctx, cudaMemcpyAsync(h[i], d[i], bytes[i], cudaMemcpyDeviceToHost, s),
+                               what);
+        GROVE_CUDA_TRY(ctx, cudaStreamSynchronize(s), what);
+        return GROVE_OK;
+    }
+    for (int i = 0; i < count; i++) {
+        if (bytes[i] > 0)
+            GROVE_CUDA_TRY(ctx,
+                           cudaMemcpyAsync((char *)ctx->pinned + at, d[i], bytes[i],
+                                           cudaMemcpyDeviceToHost, s),
+                           what);
+        at += (bytes[i] + 15) & ~(size_t)15;
+    }
+    GROVE_CUDA_TRY(ctx, cudaStreamSynchronize(s), what);
+    at = 0;
+    for (int i = 0; i < count; i++) {
+        if (bytes[i] > 0) memcpy(h[i], (const char *)ctx->pinned + at, bytes[i]);
+        at += (bytes[i] + 15) & ~(size_t)15;
+    }
+    return GROVE_OK;
+}
+
+extern "C" grove_status grove__cuda_fetch(grove_ctx *ctx, void *h, const void *d, size_t bytes,
+                                          void *stream, const char *what)
+{
+    return grove__cuda_fetchv(ctx, 1, &h, &d, &bytes, stream, what);
 }

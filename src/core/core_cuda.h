@@ -31,6 +31,16 @@ grove_status grove__cuda_h2d(grove_ctx *ctx, void *d, const void *h, size_t byte
 grove_status grove__cuda_d2h(grove_ctx *ctx, void *h, const void *d, size_t bytes, void *stream);
 grove_status grove__cuda_sync(grove_ctx *ctx, void *stream, const char *what);
 
+/* Copies count small device ranges (d[i], bytes[i]) to host memory h[i] after the work queued
+ * on `stream`, and waits: one synchronization for all of them. Through the context's
+ * page-locked scratch when they fit there (a copy into pageable memory costs a staging round
+ * trip of its own), else one pageable copy each. `what` names the step in errors. */
+grove_status grove__cuda_fetchv(grove_ctx *ctx, int count, void *const *h, const void *const *d,
+                                const size_t *bytes, void *stream, const char *what);
+/* grove__cuda_fetchv of one range. */
+grove_status grove__cuda_fetch(grove_ctx *ctx, void *h, const void *d, size_t bytes, void *stream,
+                               const char *what);
+
 /* Maps a cudaError_t (passed as int) to a grove status with a message naming `what`. */
 grove_status grove__cuda_status(grove_ctx *ctx, int cuda_err, const char *what);
 

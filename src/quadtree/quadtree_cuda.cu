@@ -192,6 +192,8 @@ __global__ void keys2_kernel(const float4 *__restrict__ xy, size_t n, int depth,
 
 /* Largest leaf whose input positions mark_kernel re-sorts itself (step 4). */
 const uint32_t kSmallLeaf = 32;
+/* Longest run below the sorted level that deep_kernel sorts in shared memory (step 2b). */
+const uint32_t kDeepSmall = 256;
 
 /* The per-level kernels give each block kLevelBlock consecutive nodes of the level. Their
  * points are one contiguous run of the sorted order (a level's nodes are in key order), which
@@ -214,14 +216,17 @@ __device__ void insertion_sort(uint32_t *v, uint32_t size)
 }
 
 /* Marks the level's nodes to split; a leaf above max_depth with at most kSmallLeaf points gets
- * its input positions sorted here. */
+ * its input positions sorted here, in the block's staged run. Only the sorted leaves' entries
+ * are written back: on a level whose nodes nearly all split (a few leaves in every block)
+ * writing the whole run back would double the kernel's traffic. Reading them from global memory
+ * thread by thread instead of staging was slower. */
 __global__ void __launch_bounds__(kLevelBlock)
     mark_kernel(const Node *__restrict__ lvl, uint32_t m, int max_depth, int min_points,
                 int sorted_level, uint32_t *__restrict__ flags, uint32_t *__restrict__ idx)
 {
     const uint32_t cap = kStageBytes / sizeof(uint32_t);
     __shared__ uint32_t sh[kStageBytes / sizeof(uint32_t)];
-    __shared__ uint32_t span[2];
+    __shared__ uint32_t span[2], written[kStageBytes / sizeof(uint32_t) / 32];
     uint32_t i0 = blockIdx.x * kLevelBlock, i = i0 + threadIdx.x;
     uint32_t last = min(m, i0 + kLevelBlock) - 1;
     Node nd;
@@ -242,10 +247,16 @@ __global__ void __launch_bounds__(kLevelBlock)
     uint32_t sb = span[0], len = span[1] - span[0];
     if (len <= cap) {
         for (uint32_t j = threadIdx.x; j < len; j += kLevelBlock) sh[j] = idx[sb + j];
+        for (uint32_t j = threadIdx.x; j < (len + 31) / 32; j += kLevelBlock) written[j] = 0;
         __syncthreads();
-        if (fix) insertion_sort(sh + (nd.begin - sb), nd.end - nd.begin);
+        if (fix) {
+            const uint32_t a = nd.begin - sb, b = nd.end - sb;
+            insertion_sort(sh + a, b - a);
+            for (uint32_t j = a; j < b; j++) atomicOr(&written[j / 32], 1u << (j % 32));
+        }
         __syncthreads();
-        for (uint32_t j = threadIdx.x; j < len; j += kLevelBlock) idx[sb + j] = sh[j];
+        for (uint32_t j = threadIdx.x; j < len; j += kLevelBlock)
+            if ((written[j / 32] >> (j % 32)) & 1u) idx[sb + j] = sh[j];
     } else if (fix) {
         uint32_t v[kSmallLeaf], size = nd.end - nd.begin;
         for (uint32_t j = 0; j < size; j++) v[j] = idx[nd.begin + j];
@@ -384,7 +395,13 @@ __device__ __forceinline__ Node child_node(const Node &p, float cx, float cy, un
     return c;
 }
 
-/* The first levels, while they have at most kSmallLevel nodes, in one launch of one block:
+/* Largest level top_kernel splits. A warp per split node searches its run in global memory
+ * (the runs are long up there), so a level of 1024 nodes would take 32 rounds of dependent
+ * loads in the one block; from 1024 nodes on, the level kernels' thousands of threads do it
+ * faster, round trip included. */
+const uint32_t kTopLevelMax = 256;
+
+/* The first levels, while they have at most kTopLevelMax nodes, in one launch of one block:
  * mark (with the small-leaf re-sort), number and split each level as mark_scan_small_kernel and
  * children_kernel do, from the root (nodes[0]) down, stopping before level stop_level, before a
  * level of more nodes, at a level with no split node, or when the next level would not fit in
@@ -407,7 +424,7 @@ __global__ void __launch_bounds__(kSmallLevel)
         uint32_t incl, nsplit;
         bool split = false;
         Node nd;
-        if (m > kSmallLevel || level >= stop_level) break;
+        if (m > kTopLevelMax || level >= stop_level) break;
         if (i < m) {
             uint32_t size;
             nd = nodes[lb + i];
@@ -471,7 +488,7 @@ __global__ void __launch_bounds__(kLevelBlock)
     children_kernel(Node *__restrict__ nodes, uint32_t lb, uint32_t m, uint32_t le,
                     const uint32_t *__restrict__ flags, const uint32_t *__restrict__ rank,
                     const K *__restrict__ keys, int depth, int min_points,
-                    uint32_t *__restrict__ next_flags)
+                    uint32_t *__restrict__ next_flags, uint32_t *__restrict__ next_big)
 {
     const uint32_t cap = kStageBytes / sizeof(K);
     __shared__ K sh[kStageBytes / sizeof(K)];
@@ -518,9 +535,12 @@ __global__ void __launch_bounds__(kLevelBlock)
             Node c = child_node(p, cx, cy, q, bounds);
             kids[4 * (r - rk[0]) + q] = c;
             /* the next level's marks, when that level needs no leaf re-sort (see the loop) */
-            if (next_flags)
-                next_flags[4 * r + q] =
-                    c.level < depth && (int64_t)(c.end - c.begin) > (int64_t)min_points;
+            if (next_flags) {
+                const bool f = c.level < depth && (int64_t)(c.end - c.begin) > (int64_t)min_points;
+                next_flags[4 * r + q] = f;
+                /* deep_sort's count of long runs, read with the next level's split count */
+                if (next_big && f && c.end - c.begin > kDeepSmall) atomicAdd(next_big, 1u);
+            }
         }
     }
     __syncthreads();
@@ -563,7 +583,6 @@ struct FixEnd {
  * a warp per node; runs of at most kDeepSmall points in shared memory (their composite keys are
  * distinct, so a rank is a position), longer ones listed for a segmented sort. */
 const int kDeepWarps = 8;
-const uint32_t kDeepSmall = 256;
 
 /* The split nodes of a level, by rank: list[rank - 1] = level position. */
 __global__ void collect_split_kernel(uint32_t m, const uint32_t *__restrict__ flags,
@@ -865,8 +884,7 @@ grove_status choose_sorted(grove_ctx *ctx, Buffers &buf, void **temp, size_t *te
                                        kSample, 0, 2 * guess, s));
     pairs_kernel<<<kSample / kBlock, kBlock, 0, s>>>(v + kSample, kSample, pairs);
     QT_LAUNCHED_END("quadtree sample pairs kernel");
-    GROVE_TRY_END(st, grove__cuda_d2h(ctx, &pairs_h, pairs, 8, s));
-    GROVE_TRY_END(st, grove__cuda_sync(ctx, s, "sampling the quadtree points"));
+    GROVE_TRY_END(st, grove__cuda_fetch(ctx, &pairs_h, pairs, 8, s, "sampling the quadtree points"));
     mean = 1.0 + (double)(n - 1) * (double)pairs_h / (0.5 * kSample * (kSample - 1.0));
     if (mean <= 2.0 * min_points) *sorted = guess;
 _end:
@@ -876,12 +894,13 @@ _end:
 
 /* Step 2b for the `count` split nodes of the sorted level (lvl[0, m)): their runs in keys and
  * idx get their deeper digits and are sorted by them; keys_t and idx_t (n elements each, free
- * at this point) are the segmented sort's output before its runs are copied back. */
+ * at this point) are the segmented sort's output before its runs are copied back. known_nbig:
+ * the number of those runs longer than kDeepSmall when the caller has it, else -1. */
 grove_status deep_sort(grove_ctx *ctx, Buffers &buf, void **temp, size_t *temp_cap,
                        const Node *lvl, uint32_t m, uint32_t count, const uint32_t *flags,
                        const uint32_t *rank, const float *xyz, int dims, int levels,
                        uint32_t *keys, uint32_t *idx, uint32_t *keys_t, uint32_t *idx_t,
-                       size_t n)
+                       size_t n, int64_t known_nbig)
 {
     cudaStream_t s = (cudaStream_t)ctx->stream;
     grove_status st = GROVE_OK;
@@ -898,8 +917,11 @@ grove_status deep_sort(grove_ctx *ctx, Buffers &buf, void **temp, size_t *temp_c
     deep_kernel<<<blocks, kDeepWarps * 32, 0, s>>>(lvl, list, count, xyz, dims, levels, keys, idx,
                                                    big, nbig);
     QT_LAUNCHED_END("quadtree deep kernel");
-    GROVE_TRY_END(st, grove__cuda_d2h(ctx, &nbig_h, nbig, 4, s));
-    GROVE_TRY_END(st, grove__cuda_sync(ctx, s, "sorting the quadtree's deep runs"));
+    if (known_nbig >= 0)
+        nbig_h = (uint32_t)known_nbig;
+    else
+        GROVE_TRY_END(st, grove__cuda_fetch(ctx, &nbig_h, nbig, 4, s,
+                                            "sorting the quadtree's deep runs"));
     if (nbig_h > 0) {
         thrust::transform_iterator<SegBegin, const uint32_t *> sb(big, SegBegin{lvl});
         thrust::transform_iterator<SegEnd, const uint32_t *> se(big, SegEnd{lvl});
@@ -993,7 +1015,9 @@ grove_status build_morton(grove_ctx *ctx, const float *d_xyz, int dims, const fl
     }
 
     {
-        uint32_t nsplit_h = 0;
+        uint32_t nsplit_h = 0, nbig_h = 0, *big_count = NULL;
+        int64_t known_nbig = -1;
+        bool big_counted = false;
         int level0 = 0;
         if (n > 0) {
             uint32_t *state = NULL, state_h[3];
@@ -1004,8 +1028,8 @@ grove_status build_morton(grove_ctx *ctx, const float *d_xyz, int dims, const fl
                                                     sorted < depth ? sorted : depth + 1, keys_b,
                                                     idx_b, state);
             QT_LAUNCHED_END("quadtree top levels kernel");
-            GROVE_TRY_END(st, grove__cuda_d2h(ctx, state_h, state, sizeof state_h, s));
-            GROVE_TRY_END(st, grove__cuda_sync(ctx, s, "building the quadtree's top levels"));
+            GROVE_TRY_END(st, grove__cuda_fetch(ctx, state_h, state, sizeof state_h, s,
+                                                "building the quadtree's top levels"));
             buf.release(state);
             lb = state_h[0];
             le = state_h[1];
@@ -1051,8 +1075,16 @@ grove_status build_morton(grove_ctx *ctx, const float *d_xyz, int dims, const fl
                 GROVE_TRY_END(st, grove__cuda_scan(ctx, temp, &need, GROVE_U32, GROVE_OP_SUM,
                                                    GROVE_SCAN_INCLUSIVE, fl, rank, m, s));
             }
-            GROVE_TRY_END(st, grove__cuda_d2h(ctx, &nsplit_h, rank + m - 1, 4, s));
-            GROVE_TRY_END(st, grove__cuda_sync(ctx, s, "building the quadtree levels"));
+            {
+                /* with the deep runs' count when the previous level made this level's marks */
+                const bool with_big = pre_ok && big_counted && level == sorted;
+                void *h[2] = {&nsplit_h, &nbig_h};
+                const void *d[2] = {rank + m - 1, big_count};
+                const size_t by[2] = {4, 4};
+                GROVE_TRY_END(st, grove__cuda_fetchv(ctx, with_big ? 2 : 1, h, d, by, s,
+                                                     "building the quadtree levels"));
+                known_nbig = with_big ? (int64_t)nbig_h : -1;
+            }
             nsplit = nsplit_h;
             if (nsplit == 0) break;
             if (le + 4 * nsplit > (size_t)INT32_MAX) {
@@ -1084,7 +1116,7 @@ grove_status build_morton(grove_ctx *ctx, const float *d_xyz, int dims, const fl
                     GROVE_TRY_END(st, deep_sort(ctx, buf, &temp, &temp_cap, nodes + lb, (uint32_t)m,
                                                 (uint32_t)nsplit, fl, rank, d_xyz, dims,
                                                 depth - sorted, keys_b, idx_b, keys_a, idx_a,
-                                                n));
+                                                n, known_nbig));
             }
             {
                 uint32_t *next = NULL;
@@ -1098,11 +1130,20 @@ grove_status build_morton(grove_ctx *ctx, const float *d_xyz, int dims, const fl
                         pre_cap = 4 * nsplit;
                     }
                     next = pre;
+                    if (level + 1 == sorted && sorted < depth) {
+                        if (!big_count)
+                            GROVE_TRY_END(st, buf.alloc((void **)&big_count, 4,
+                                                        "the quadtree deep run count"));
+                        QT_CUDA_END(cudaMemsetAsync(big_count, 0, 4, s),
+                                    "clearing the quadtree deep run count");
+                        big_counted = true;
+                    }
                 }
                 children_kernel<K>
                     <<<(unsigned)((m + kLevelBlock - 1) / kLevelBlock), kLevelBlock, 0, s>>>(
                         nodes, (uint32_t)lb, (uint32_t)m, (uint32_t)le, fl, rank, keys_b, depth,
-                        o->min_points, next);
+                        o->min_points, next,
+                        next && level + 1 == sorted ? big_count : NULL);
                 QT_LAUNCHED_END("quadtree children kernel");
                 pre_flagged = next != NULL;
             }
@@ -1195,8 +1236,8 @@ extern "C" grove_status grove__qt_check_points_cuda(grove_ctx *ctx, const float 
                                            box ? box[1] : 0.0f, box ? box[2] : 0.0f,
                                            box ? box[3] : 0.0f, d_parts);
     QT_LAUNCHED_END("quadtree point check kernel");
-    GROVE_TRY_END(st, grove__cuda_d2h(ctx, h_parts, d_parts, blocks * sizeof *h_parts, s));
-    GROVE_TRY_END(st, grove__cuda_sync(ctx, s, "checking the quadtree points"));
+    GROVE_TRY_END(st, grove__cuda_fetch(ctx, h_parts, d_parts, blocks * sizeof *h_parts, s,
+                                        "checking the quadtree points"));
     for (unsigned b = 0; b < blocks; b++) {
         c.bad = h_parts[b].bad < c.bad ? h_parts[b].bad : c.bad;
         c.lo_x = fminf(c.lo_x, h_parts[b].lo_x);
