@@ -11,6 +11,9 @@
  *           call, vs floor = that backend's Morton sort time / build time;
  *   knn8    grove_kdtree_knn with k = 8 for the Q queries (indices and squared distances back in
  *           host memory), both backends;
+ *   build_dev / knn8_dev  (CUDA) grove_kdtree_build_device and grove_kdtree_knn_device (k = 8)
+ *           on points and queries already in device memory, results left there (CUDA events
+ *           around the calls); checked like the rows above (the tree downloaded afterwards);
  *   morton_sort (floor)  bounding box, 21-bit quantisation, prim's 3-D Morton encode and a
  *           radix sort of the (64-bit code, 32-bit index) pairs of the same points: the first
  *           step of a Morton-order build, the floor-like reference for a build (CUDA events on
@@ -56,6 +59,13 @@ grove_status grove__bench_kd_brute_cuda(grove_ctx *ctx, const float *pts, size_t
 grove_status grove__bench_kd_morton_cuda(grove_ctx *ctx, const float *pts, size_t n, int warmup,
                                          int repeats, uint64_t *codes, uint32_t *vals, float box[6],
                                          double *ms);
+/* The device-resident calls on points and queries uploaded beforehand: the median times of
+ * grove_kdtree_build_device() and grove_kdtree_knn_device() (k = 8); *tree receives the last
+ * tree, downloaded (the caller destroys it, also on failure), idx/d2 the last kNN rows. */
+grove_status grove__bench_kd_device_cuda(grove_ctx *ctx, const float *pts, size_t n, const float *q,
+                                         size_t nq, int warmup, int repeats, grove_kdtree **tree,
+                                         uint64_t *idx, double *d2, double *build_ms,
+                                         double *knn_ms);
 #endif
 
 /* Point i of a distribution, a pure function of (seed, i, kind): any thread count gives the
@@ -504,6 +514,27 @@ static grove_status run_trees(kd_bench *b, const char *dname, const float *xyz, 
     snprintf(op, sizeof op, "knn%d_%s", KD_K, dname);
     if (b->cuda) add_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, kms_g, 0, ksame);
     add_row(b->rows, b->max_rows, b->nrows, op, "cpu", n, kms_c, 0, kok);
+#ifdef GROVE_HAVE_CUDA
+    if (b->cuda) {
+        /* the device-resident calls: no host copies; the same checks against the CPU */
+        grove_kdtree *td = NULL;
+        s = grove__bench_kd_device_cuda(b->ctx, xyz, n, qxyz, n, b->warmup, b->repeats, &td, ig,
+                                        dg, &ms_g, &kms_g);
+        if (s == GROVE_OK) {
+            same = valid && trees_equal(td, tc);
+            if (valid && !same)
+                check_note(b->ctx, "bench kdtree: %s device-built tree of %zu points differs "
+                                   "from the CPU backend's",
+                           dname, n);
+            ksame = kok && results_equal(b->ctx, "knn_device gpu vs cpu", n, ig, dg, ic, dc);
+            snprintf(op, sizeof op, "build_dev_%s", dname);
+            add_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, ms_g, gpu_floor, same);
+            snprintf(op, sizeof op, "knn%d_dev_%s", KD_K, dname);
+            add_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, kms_g, 0, ksame);
+        }
+        grove_kdtree_destroy(td);
+    }
+#endif
 _end:
     grove_kdtree_destroy(tg);
     grove_kdtree_destroy(tc);

@@ -3,7 +3,9 @@
  *   a brute-force kNN kernel (k = 8), the reference the tree's queries are measured against;
  *   the Morton-sort floor of a build: bounding box, 21-bit quantisation, prim's 3-D Morton
  *   encode and a radix sort of (64-bit code, 32-bit index) pairs, all on the device.
- * Both are timed with CUDA events on the context's stream (warm-up, then the median) and hand
+ *   the device-resident k-d tree: grove_kdtree_build_device() and grove_kdtree_knn_device()
+ *   (k = 8) on points and queries uploaded once beforehand (not timed).
+ * All are timed with CUDA events on the context's stream (warm-up, then the median) and hand
  * their last result back to the host, where bench_kdtree.c checks it.
  */
 #include <cuda_runtime.h>
@@ -13,6 +15,7 @@
 #include <stdlib.h>
 
 #include "bench_cuda.h"
+#include "grove/kdtree.h"
 #include "grove/prim.h"
 /* grove__error / grove__cuda_status: the benchmarks report failures like the library does. */
 #include "core_cuda.h"
@@ -269,4 +272,68 @@ extern "C" grove_status grove__bench_kd_morton_cuda(grove_ctx *ctx, const float 
     TRY_CUDA(cudaStreamSynchronize(st), "bench kdtree: Morton sort download");
     *ms = grove__bench_median(tm.t, repeats);
     return GROVE_OK;
+}
+
+extern "C" grove_status grove__bench_kd_device_cuda(grove_ctx *ctx, const float *pts, size_t n,
+                                                    const float *q, size_t nq, int warmup,
+                                                    int repeats, grove_kdtree **tree,
+                                                    uint64_t *idx, double *d2, double *build_ms,
+                                                    double *knn_ms)
+{
+    cudaStream_t st = (cudaStream_t)grove_ctx_stream(ctx);
+    dev_bufs b;
+    timer tb, tk;
+    float *d_pts, *d_q;
+    uint64_t *d_idx;
+    double *d_d2;
+    grove_kdtree *t = NULL;
+    *tree = NULL;
+    GROVE_TRY(grove__cuda_use(ctx));
+    TRY_CUDA(tb.init(repeats), "bench kdtree: device events");
+    TRY_CUDA(tk.init(repeats), "bench kdtree: device events");
+    TRY_CUDA(b.alloc(&d_pts, 3 * n * sizeof(float)), "bench kdtree: device points");
+    TRY_CUDA(b.alloc(&d_q, 3 * nq * sizeof(float)), "bench kdtree: device queries");
+    TRY_CUDA(b.alloc(&d_idx, BRUTE_K * nq * sizeof(uint64_t)), "bench kdtree: device kNN out");
+    TRY_CUDA(b.alloc(&d_d2, BRUTE_K * nq * sizeof(double)), "bench kdtree: device kNN out");
+    TRY_CUDA(cudaMemcpyAsync(d_pts, pts, 3 * n * sizeof(float), cudaMemcpyHostToDevice, st),
+             "bench kdtree: device upload");
+    TRY_CUDA(cudaMemcpyAsync(d_q, q, 3 * nq * sizeof(float), cudaMemcpyHostToDevice, st),
+             "bench kdtree: device upload");
+    TRY_CUDA(cudaStreamSynchronize(st), "bench kdtree: device upload");
+    const grove_coords pc = {d_pts, n, 3, GROVE_COORD_F32}, qc = {d_q, nq, 3, GROVE_COORD_F32};
+    for (int r = -warmup; r < repeats; r++) {
+        float f = 0;
+        grove_kdtree_destroy(t);
+        t = NULL;
+        TRY_CUDA(cudaEventRecord(tb.e0, st), "bench kdtree: event");
+        GROVE_TRY(grove_kdtree_build_device(ctx, &pc, NULL, &t));
+        TRY_CUDA(cudaEventRecord(tb.e1, st), "bench kdtree: event");
+        TRY_CUDA(cudaEventSynchronize(tb.e1), "bench kdtree: device build");
+        TRY_CUDA(cudaEventElapsedTime(&f, tb.e0, tb.e1), "bench kdtree: event time");
+        if (r >= 0) tb.t[r] = f;
+    }
+    for (int r = -warmup; r < repeats; r++) {
+        float f = 0;
+        grove_status s;
+        TRY_CUDA(cudaEventRecord(tk.e0, st), "bench kdtree: event");
+        s = grove_kdtree_knn_device(ctx, t, &qc, BRUTE_K, d_idx, d_d2);
+        if (s != GROVE_OK) {
+            grove_kdtree_destroy(t);
+            return s;
+        }
+        TRY_CUDA(cudaEventRecord(tk.e1, st), "bench kdtree: event");
+        TRY_CUDA(cudaEventSynchronize(tk.e1), "bench kdtree: device kNN");
+        TRY_CUDA(cudaEventElapsedTime(&f, tk.e0, tk.e1), "bench kdtree: event time");
+        if (r >= 0) tk.t[r] = f;
+    }
+    TRY_CUDA(cudaMemcpyAsync(idx, d_idx, BRUTE_K * nq * sizeof(uint64_t), cudaMemcpyDeviceToHost,
+                             st),
+             "bench kdtree: device kNN download");
+    TRY_CUDA(cudaMemcpyAsync(d2, d_d2, BRUTE_K * nq * sizeof(double), cudaMemcpyDeviceToHost, st),
+             "bench kdtree: device kNN download");
+    TRY_CUDA(cudaStreamSynchronize(st), "bench kdtree: device kNN download");
+    *tree = t;
+    *build_ms = grove__bench_median(tb.t, repeats);
+    *knn_ms = grove__bench_median(tk.t, repeats);
+    return grove_kdtree_download(ctx, t); /* for the comparison with the CPU's tree */
 }

@@ -13,7 +13,12 @@
  * dimensions (1 and 8 at 1000 points); float and double points and queries, mixed; leaf sizes
  * 12, 1 and 64. kNN with k = 1, 8, 31, 32, 33, 50, 1024 and k > n, with and without distances;
  * radius search with r = 0, tiny, small, medium, beyond the data and r * r overflowing, each
- * without a cap and with caps 1, 32, 33 and 100. Also: identical errors on both backends, and
+ * without a cap and with caps 1, 32, 33 and 100. With --backend cuda the queries go to a tree
+ * built by grove_kdtree_build_device() (device arrays only; downloaded at the end and compared
+ * with the CPU's tree), every kNN row set is also asked of grove_kdtree_knn_device() (device
+ * queries and outputs, with and without distances: the same bytes), and k = 8 and 50 also run
+ * on the CPU's tree uploaded per call; the device calls' bad arguments are checked too.
+ * Also: identical errors on both backends, and
  * (CUDA) forced device out-of-memory at many limits: the status, a zeroed result and no device
  * memory left held, or the right answer (smaller batches).
  *
@@ -181,9 +186,96 @@ typedef struct qset {
     size_t nbf;
 } qset;
 
-/* nq_use: how many of the queries (a prefix) take part. */
-static void check_knn(const char *what, const grove_kdtree *t, const set *p, const qset *q,
-                      size_t nq_use, int k)
+#ifdef GROVE_HAVE_CUDA
+/* A device copy of `bytes` bytes at h (NULL on failure, which is reported). */
+static void *dev_copy(const void *h, size_t bytes)
+{
+    void *d = NULL;
+    if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) {
+        FAIL("cudaMalloc of %zu bytes failed", bytes);
+        return NULL;
+    }
+    if (bytes && (cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+                  cudaDeviceSynchronize() != cudaSuccess)) {
+        FAIL("cudaMemcpy of %zu bytes failed", bytes);
+        cudaFree(d);
+        return NULL;
+    }
+    return d;
+}
+
+static size_t coords_bytes(const grove_coords *c)
+{
+    return c->n * (size_t)c->dims * (c->type == GROVE_COORD_F64 ? 8 : 4);
+}
+
+/* grove_kdtree_build_device() of the points of p (uploaded here); NULL on failure. */
+static grove_kdtree *device_tree(const set *p, const grove_kdtree_opts *o)
+{
+    grove_coords dc = p->c;
+    grove_kdtree *t = NULL;
+    dc.data = dev_copy(p->c.data, coords_bytes(&p->c));
+    if (!dc.data) return NULL;
+    CHECK_OK(g_ctx, grove_kdtree_build_device(g_ctx, &dc, o, &t));
+    cudaFree((void *)dc.data);
+    return t;
+}
+
+/* grove_kdtree_knn_device() on tree t must give gi / gd (the host call's rows) byte for byte,
+ * with and without distances; the outputs start poisoned. */
+static void check_knn_device(const char *what, const grove_kdtree *t, const grove_coords *qc, int k,
+                             const uint64_t *gi, const double *gd)
+{
+    const size_t cnt = qc->n * (size_t)k;
+    grove_coords dq = *qc;
+    uint64_t *hi = (uint64_t *)tu_malloc((cnt ? cnt : 1) * sizeof *hi), *di = NULL;
+    double *hd = (double *)tu_malloc((cnt ? cnt : 1) * sizeof *hd), *dd = NULL;
+    int before = tu_failures;
+    dq.data = dev_copy(qc->data, coords_bytes(qc));
+    if (cudaMalloc((void **)&di, (cnt ? cnt : 1) * sizeof *di) != cudaSuccess ||
+        cudaMalloc((void **)&dd, (cnt ? cnt : 1) * sizeof *dd) != cudaSuccess)
+        FAIL("cudaMalloc of the outputs failed");
+    if (tu_failures > before) goto _end;
+    for (int pass = 0; pass < 2 && tu_failures == before; pass++) {
+        cudaMemset(di, 0xA5, (cnt ? cnt : 1) * sizeof *di);
+        cudaMemset(dd, 0xA5, (cnt ? cnt : 1) * sizeof *dd);
+        CHECK_OK(g_ctx, grove_kdtree_knn_device(g_ctx, t, &dq, k, di, pass ? NULL : dd));
+        if (tu_failures > before) break;
+        if (cudaMemcpy(hi, di, cnt * sizeof *hi, cudaMemcpyDeviceToHost) != cudaSuccess ||
+            cudaMemcpy(hd, dd, cnt * sizeof *hd, cudaMemcpyDeviceToHost) != cudaSuccess) {
+            FAIL("cudaMemcpy of the outputs failed");
+            break;
+        }
+        if (memcmp(hi, gi, cnt * sizeof *hi) || (!pass && memcmp(hd, gd, cnt * sizeof *hd))) {
+            size_t e = 0;
+            while (hi[e] == gi[e] && (pass || !memcmp(&hd[e], &gd[e], sizeof *hd))) e++;
+            FAIL("%s: knn_device k=%d%s differs from grove_kdtree_knn at query %zu rank %zu: "
+                 "(%llu, %.17g) vs (%llu, %.17g)",
+                 what, k, pass ? " (no distances)" : "", e / (size_t)k, e % (size_t)k,
+                 (unsigned long long)hi[e], hd[e], (unsigned long long)gi[e], gd[e]);
+        }
+        if (pass) {
+            /* no distances asked: the array is untouched */
+            size_t i = 0;
+            cudaMemcpy(hd, dd, cnt * sizeof *hd, cudaMemcpyDeviceToHost);
+            while (i < cnt && ((const unsigned char *)&hd[i])[0] == 0xA5) i++;
+            CHECK_MSG(i == cnt, "%s: knn_device k=%d wrote d_dist2 = NULL's buffer", what, k);
+        }
+    }
+_end:
+    cudaFree((void *)dq.data);
+    cudaFree(di);
+    cudaFree(dd);
+    free(hi);
+    free(hd);
+}
+#endif
+
+/* nq_use: how many of the queries (a prefix) take part. The backend under test queries t, the
+ * CPU backend tc (the same tree, with host arrays). On a CUDA context the device call on t must
+ * give the same rows. */
+static void check_knn(const char *what, const grove_kdtree *t, const grove_kdtree *tc,
+                      const set *p, const qset *q, size_t nq_use, int k)
 {
     const size_t nq = nq_use, kk = (size_t)k, n = p->c.n;
     grove_coords qc = q->c;
@@ -197,7 +289,7 @@ static void check_knn(const char *what, const grove_kdtree *t, const set *p, con
     CHECK_OK(g_ctx, grove_kdtree_knn(g_ctx, t, &qc, k, gi, gd));
     CHECK_OK(g_ctx, grove_kdtree_knn(g_ctx, t, &qc, k, gi2, NULL));
     if (g_ctx != g_cpu) {
-        CHECK_OK(g_cpu, grove_kdtree_knn(g_cpu, t, &qc, k, ri, rd));
+        CHECK_OK(g_cpu, grove_kdtree_knn(g_cpu, tc, &qc, k, ri, rd));
         if (tu_failures == before &&
             (memcmp(gi, ri, nq * kk * sizeof *gi) || memcmp(gd, rd, nq * kk * sizeof *gd))) {
             size_t e = 0;
@@ -210,6 +302,9 @@ static void check_knn(const char *what, const grove_kdtree *t, const set *p, con
     }
     if (tu_failures == before && memcmp(gi, gi2, nq * kk * sizeof *gi))
         FAIL("%s: knn k=%d without distances gives other indices", what, k);
+#ifdef GROVE_HAVE_CUDA
+    if (g_cuda && tu_failures == before) check_knn_device(what, t, &qc, k, gi, gd);
+#endif
     for (size_t j = 0; j < q->nbf && j < nq && tu_failures == before; j++) {
         const pr *all = q->bf + j * n;
         for (size_t m = 0; m < kk; m++) {
@@ -241,9 +336,9 @@ static int result_equal(const grove_kdtree_result *a, const grove_kdtree_result 
            !memcmp(a->dist2, b->dist2, tot * sizeof *a->dist2);
 }
 
-/* nq_use: how many of the queries (a prefix) take part. */
-static void check_radius(const char *what, const grove_kdtree *t, const set *p, const qset *q,
-                         size_t nq_use, double r, size_t cap)
+/* nq_use: how many of the queries (a prefix) take part; t and tc as in check_knn. */
+static void check_radius(const char *what, const grove_kdtree *t, const grove_kdtree *tc,
+                         const set *p, const qset *q, size_t nq_use, double r, size_t cap)
 {
     grove_coords qc = q->c;
     grove_kdtree_result g, c;
@@ -255,7 +350,7 @@ static void check_radius(const char *what, const grove_kdtree *t, const set *p, 
     if (tu_failures > before) return;
     CHECK(g.num_queries == nq_use && g.offsets && g.indices && g.dist2 && g.offsets[0] == 0);
     if (g_ctx != g_cpu) {
-        CHECK_OK(g_cpu, grove_kdtree_radius(g_cpu, t, &qc, r, cap, &c));
+        CHECK_OK(g_cpu, grove_kdtree_radius(g_cpu, tc, &qc, r, cap, &c));
         if (tu_failures == before && !result_equal(&g, &c))
             FAIL("%s: radius r=%.17g cap=%zu differs from the CPU backend (%llu vs %llu matches)",
                  what, r, cap, (unsigned long long)g.offsets[nq_use],
@@ -340,6 +435,23 @@ static double kth_dist2(const qset *q, size_t n, size_t m)
     return med;
 }
 
+/* Byte equality of two trees with host arrays. */
+static int same_tree(const grove_kdtree *a, const grove_kdtree *b)
+{
+    const size_t nn = grove_kdtree_num_nodes(a), n = grove_kdtree_num_points(a);
+    const size_t D = (size_t)grove_kdtree_dims(a);
+    const size_t es = grove_kdtree_coord_type(a) == GROVE_COORD_F64 ? 8 : 4;
+    if (nn != grove_kdtree_num_nodes(b) || n != grove_kdtree_num_points(b) ||
+        grove_kdtree_depth(a) != grove_kdtree_depth(b) || !grove_kdtree_nodes(a) ||
+        !grove_kdtree_nodes(b))
+        return 0;
+    return !memcmp(grove_kdtree_nodes(a), grove_kdtree_nodes(b), nn * sizeof(grove_kdtree_node)) &&
+           !memcmp(grove_kdtree_bounds(a), grove_kdtree_bounds(b), nn * 2 * D * sizeof(double)) &&
+           (n == 0 ||
+            (!memcmp(grove_kdtree_index(a), grove_kdtree_index(b), n * sizeof(uint64_t)) &&
+             !memcmp(grove_kdtree_points(a), grove_kdtree_points(b), n * D * es)));
+}
+
 static void run_set(tu_rng *r, int kind, size_t n, int D, grove_coord_type ty, grove_coord_type qty,
                     int leaf)
 {
@@ -348,7 +460,7 @@ static void run_set(tu_rng *r, int kind, size_t n, int D, grove_coord_type ty, g
     char what[200];
     set p = make_set(gen(r, kind, n, D), n, D, ty);
     grove_kdtree_opts o;
-    grove_kdtree *t = NULL;
+    grove_kdtree *t = NULL, *tg;
     size_t nq = g_quick ? 40 : n >= 100000 ? 2000 : n >= 1000 ? 300 : 200;
     qset q;
     double span = 0.0, rs[8];
@@ -367,9 +479,27 @@ static void run_set(tu_rng *r, int kind, size_t n, int D, grove_coord_type ty, g
     if (grove_kdtree_depth(t) + 2 > 48 && n <= 1000 && D == 3)
         printf("    %s: depth %zu\n", what, grove_kdtree_depth(t));
     q = make_qset(r, &p, kind, nq, qty, 1);
+    tg = t;
+#ifdef GROVE_HAVE_CUDA
+    /* on the GPU the queries go to a tree built on the device (host arrays only after the
+     * download below); the CPU's tree, uploaded per call, answers k = 8 and 50 as well */
+    if (g_cuda) tg = device_tree(&p, &o);
+    if (!tg) {
+        free_qset(&q);
+        grove_kdtree_destroy(t);
+        free_set(&p);
+        return;
+    }
+    if (g_cuda) {
+        CHECK(grove_kdtree_nodes(tg) == NULL && grove_kdtree_num_points(tg) == n &&
+              grove_kdtree_device(tg).nodes != NULL);
+        check_knn(what, t, t, &p, &q, nq, 8);
+        if (!g_quick) check_knn(what, t, t, &p, &q, nq, 50);
+    }
+#endif
     for (int ki = 0; ki < 7; ki++)
-        if (!g_quick || ki % 3 == 0) check_knn(what, t, &p, &q, nq, ks[ki]);
-    check_knn(what, t, &p, &q, n >= 100000 ? 4 : nq, (int)n + 3); /* k > n */
+        if (!g_quick || ki % 3 == 0) check_knn(what, tg, t, &p, &q, nq, ks[ki]);
+    check_knn(what, tg, t, &p, &q, n >= 100000 ? 4 : nq, (int)n + 3); /* k > n */
 
     for (size_t i = 0; i < n; i++)
         for (int d = 0; d < D; d++) {
@@ -390,7 +520,12 @@ static void run_set(tu_rng *r, int kind, size_t n, int D, grove_coord_type ty, g
         if (g_quick && (ri == 1 || ri == 0)) continue;
         for (int ci = 0; ci < 5; ci++)
             if (!g_quick || ci == 0 || ci == 3)
-                check_radius(what, t, &p, &q, use, rs[ri], caps[ci]);
+                check_radius(what, tg, t, &p, &q, use, rs[ri], caps[ci]);
+    }
+    if (tg != t) {
+        CHECK_OK(g_ctx, grove_kdtree_download(g_ctx, tg));
+        CHECK_MSG(same_tree(tg, t), "%s: the device-built tree differs from the CPU's", what);
+        grove_kdtree_destroy(tg);
     }
     free_qset(&q);
     grove_kdtree_destroy(t);
@@ -428,6 +563,134 @@ static void test_errors(tu_rng *r)
     grove_kdtree_destroy(t);
     free_set(&p);
 }
+
+#ifdef GROVE_HAVE_CUDA
+/* The device-resident calls: bad arguments, a CPU context, a device-only tree where host
+ * arrays are needed, non-finite data in device memory, empty trees and batches. */
+static void test_device_errors(tu_rng *r)
+{
+    set p = make_set(gen(r, K_UNIFORM, 100, 3), 100, 3, GROVE_COORD_F32);
+    grove_kdtree *t = NULL, *td = NULL, *te = NULL;
+    grove_kdtree_opts o;
+    double q[6] = {0.25, 0.5, 0.75, 0.1, NAN, 0.2};
+    grove_coords qh = {q, 2, 3, GROVE_COORD_F64}, qd = qh, q2, pd, e0;
+    uint64_t *di = NULL, hi[8], ix[8];
+    double *dd = NULL, hd[8], d2[8];
+    grove_kdtree_result res;
+    char mh[GROVE__ERR_LEN];
+    const char *m;
+    char path[] = "/tmp/test_kd_query_dev_XXXXXX";
+
+    grove_kdtree_default_opts(&o);
+    CHECK_OK(g_cpu, grove_kdtree_build(g_cpu, &p.c, NULL, &t));
+    td = device_tree(&p, &o);
+    qd.data = dev_copy(q, sizeof q);
+    pd = p.c;
+    pd.data = dev_copy(p.c.data, coords_bytes(&p.c));
+    if (cudaMalloc((void **)&di, sizeof hi) != cudaSuccess ||
+        cudaMalloc((void **)&dd, sizeof hd) != cudaSuccess)
+        FAIL("cudaMalloc failed");
+    if (!t || !td || !qd.data || !pd.data || !di || !dd) goto _end;
+
+    /* CPU contexts */
+    CHECK_STATUS(g_cpu, grove_kdtree_knn_device(g_cpu, t, &qd, 1, di, dd), GROVE_ERR_UNSUPPORTED);
+    CHECK_STATUS(g_cpu, grove_kdtree_build_device(g_cpu, &pd, NULL, &te), GROVE_ERR_UNSUPPORTED);
+    CHECK(te == NULL);
+    CHECK_STATUS(g_cpu, grove_kdtree_download(g_cpu, td), GROVE_ERR_UNSUPPORTED);
+    /* a device-only tree where the host arrays are needed */
+    qh.n = 1;
+    CHECK_STATUS(g_cpu, grove_kdtree_knn(g_cpu, td, &qh, 1, ix, d2), GROVE_ERR_INVALID_ARG);
+    CHECK_STATUS(g_cpu, grove_kdtree_radius(g_cpu, td, &qh, 1.0, 0, &res), GROVE_ERR_INVALID_ARG);
+    if (mkstemp(path) >= 0) {
+        CHECK_STATUS(g_cpu, grove_kdtree_save(g_cpu, td, path), GROVE_ERR_INVALID_ARG);
+        remove(path);
+    }
+    CHECK(grove_kdtree_nodes(td) == NULL && grove_kdtree_points(td) == NULL);
+    CHECK(grove_kdtree_device(NULL).nodes == NULL && grove_kdtree_device(t).nodes == NULL);
+    /* bad arguments of the device calls */
+    qd.n = 1;
+    CHECK_STATUS(g_ctx, grove_kdtree_knn_device(g_ctx, NULL, &qd, 1, di, dd),
+                 GROVE_ERR_INVALID_ARG);
+    CHECK_STATUS(g_ctx, grove_kdtree_knn_device(g_ctx, td, NULL, 1, di, dd), GROVE_ERR_INVALID_ARG);
+    CHECK_STATUS(g_ctx, grove_kdtree_knn_device(g_ctx, td, &qd, 0, di, dd), GROVE_ERR_INVALID_ARG);
+    CHECK_STATUS(g_ctx, grove_kdtree_knn_device(g_ctx, td, &qd, 1, NULL, dd),
+                 GROVE_ERR_INVALID_ARG);
+    q2 = qd;
+    q2.dims = 2;
+    CHECK_STATUS(g_ctx, grove_kdtree_knn_device(g_ctx, td, &q2, 1, di, dd), GROVE_ERR_INVALID_ARG);
+    q2 = qd;
+    q2.type = (grove_coord_type)7;
+    CHECK_STATUS(g_ctx, grove_kdtree_knn_device(g_ctx, td, &q2, 1, di, dd), GROVE_ERR_INVALID_ARG);
+    q2 = qd;
+    q2.data = NULL;
+    CHECK_STATUS(g_ctx, grove_kdtree_knn_device(g_ctx, td, &q2, 1, di, dd), GROVE_ERR_INVALID_ARG);
+    /* a non-finite query: the host call's message */
+    qd.n = 2;
+    qh.n = 2;
+    CHECK_STATUS(g_ctx, grove_kdtree_knn(g_ctx, t, &qh, 2, ix, d2), GROVE_ERR_INVALID_ARG);
+    snprintf(mh, sizeof mh, "%s", grove_ctx_last_error(g_ctx));
+    CHECK_STATUS(g_ctx, grove_kdtree_knn_device(g_ctx, td, &qd, 2, di, dd), GROVE_ERR_INVALID_ARG);
+    m = grove_ctx_last_error(g_ctx);
+    {
+        static const char pd_[] = "grove_kdtree_knn_device: ", ph_[] = "grove_kdtree_knn: ";
+        CHECK_MSG(strstr(m, pd_) == m && strstr(mh, ph_) == mh &&
+                      !strcmp(m + strlen(pd_), mh + strlen(ph_)),
+                  "messages: %s | %s", m, mh);
+    }
+    /* 0 queries: nothing written, nothing needed */
+    q2 = qd;
+    q2.n = 0;
+    q2.data = NULL;
+    CHECK_OK(g_ctx, grove_kdtree_knn_device(g_ctx, td, &q2, 3, NULL, NULL));
+    /* build_device: bad arguments, a non-finite point in device memory */
+    CHECK_STATUS(g_ctx, grove_kdtree_build_device(g_ctx, &pd, NULL, NULL), GROVE_ERR_INVALID_ARG);
+    CHECK_STATUS(g_ctx, grove_kdtree_build_device(g_ctx, NULL, NULL, &te), GROVE_ERR_INVALID_ARG);
+    o.leaf_size = 0;
+    CHECK_STATUS(g_ctx, grove_kdtree_build_device(g_ctx, &pd, &o, &te), GROVE_ERR_INVALID_ARG);
+    o.leaf_size = 12;
+    q2 = pd;
+    q2.dims = 9;
+    CHECK_STATUS(g_ctx, grove_kdtree_build_device(g_ctx, &q2, &o, &te), GROVE_ERR_INVALID_ARG);
+    q2 = pd;
+    q2.data = NULL;
+    CHECK_STATUS(g_ctx, grove_kdtree_build_device(g_ctx, &q2, &o, &te), GROVE_ERR_INVALID_ARG);
+    {
+        float nan_f = NAN;
+        cudaMemcpy((float *)pd.data + 7 * 3 + 2, &nan_f, sizeof nan_f, cudaMemcpyHostToDevice);
+        CHECK_STATUS(g_ctx, grove_kdtree_build_device(g_ctx, &pd, &o, &te), GROVE_ERR_BAD_INPUT);
+        CHECK_MSG(strstr(grove_ctx_last_error(g_ctx), "point 7 ") != NULL,
+                  "the message names the point: %s", grove_ctx_last_error(g_ctx));
+        CHECK(te == NULL);
+    }
+    CHECK_STATUS(g_ctx, grove_kdtree_download(g_ctx, NULL), GROVE_ERR_INVALID_ARG);
+    /* a tree of 0 points: every row is padding */
+    e0 = pd;
+    e0.n = 0;
+    CHECK_OK(g_ctx, grove_kdtree_build_device(g_ctx, &e0, NULL, &te));
+    if (te) {
+        qd.n = 1;
+        CHECK(grove_kdtree_num_nodes(te) == 1 && grove_kdtree_device(te).nodes != NULL);
+        CHECK_OK(g_ctx, grove_kdtree_knn_device(g_ctx, te, &qd, 4, di, dd));
+        cudaMemcpy(hi, di, 4 * sizeof *hi, cudaMemcpyDeviceToHost);
+        cudaMemcpy(hd, dd, 4 * sizeof *hd, cudaMemcpyDeviceToHost);
+        for (int i = 0; i < 4; i++) CHECK(hi[i] == UINT64_MAX && hd[i] == INFINITY);
+        qh.n = 1;
+        CHECK_OK(g_ctx, grove_kdtree_knn(g_ctx, te, &qh, 1, ix, d2)); /* host call, device tree */
+        CHECK(ix[0] == UINT64_MAX && d2[0] == INFINITY);
+        CHECK_OK(g_ctx, grove_kdtree_download(g_ctx, te));
+        CHECK(grove_kdtree_nodes(te) != NULL && grove_kdtree_nodes(te)[0].end == 0);
+    }
+_end:
+    grove_kdtree_destroy(te);
+    grove_kdtree_destroy(td);
+    grove_kdtree_destroy(t);
+    cudaFree((void *)qd.data);
+    cudaFree((void *)pd.data);
+    cudaFree(di);
+    cudaFree(dd);
+    free_set(&p);
+}
+#endif
 
 /* ---- forced device out-of-memory ---- */
 
@@ -561,7 +824,22 @@ static void run_large(tu_rng *r, size_t n)
     if (!t) return;
     printf("  %s, depth %zu, %zu queries\n", what, grove_kdtree_depth(t), nq);
     q = make_qset(r, &p, K_UNIFORM, nq, GROVE_COORD_F32, 0);
-    check_knn(what, t, &p, &q, nq, 8);
+    check_knn(what, t, t, &p, &q, nq, 8);
+#ifdef GROVE_HAVE_CUDA
+    if (g_cuda) { /* the device-built tree and the device queries */
+        grove_kdtree_opts o;
+        grove_kdtree *tg;
+        grove_kdtree_default_opts(&o);
+        tg = device_tree(&p, &o);
+        if (tg) {
+            check_knn(what, tg, t, &p, &q, nq, 8);
+            CHECK_OK(g_ctx, grove_kdtree_download(g_ctx, tg));
+            CHECK_MSG(same_tree(tg, t), "%s: the device-built tree differs from the CPU's", what);
+        }
+        grove_kdtree_destroy(tg);
+        printf("  device tree and knn_device k=8 done (%d failures so far)\n", tu_failures);
+    }
+#endif
     CHECK_OK(g_ctx, grove_kdtree_knn(g_ctx, t, &q.c, 8, gi, gd));
     for (size_t j = 0; j < 64 && tu_failures == before; j++) {
         brute_kbest(&p, q.ref + j * 3, 8, best);
@@ -574,15 +852,15 @@ static void run_large(tu_rng *r, size_t n)
             }
     }
     printf("  knn k=8 done (%d failures so far)\n", tu_failures);
-    check_knn(what, t, &p, &q, 2000, 1024);
+    check_knn(what, t, t, &p, &q, 2000, 1024);
     printf("  knn k=1024 done (%d failures so far)\n", tu_failures);
-    check_radius(what, t, &p, &q, nq, rmed, 0);
-    check_radius(what, t, &p, &q, nq, rmed, 8);
+    check_radius(what, t, t, &p, &q, nq, rmed, 0);
+    check_radius(what, t, t, &p, &q, nq, rmed, 8);
     printf("  radius r=%.4g done (%d failures so far)\n", rmed, tu_failures);
     /* rows of every point: the device-wide sort of a row, more than one fill batch in all, and
      * capped rows with a large heap */
-    check_radius(what, t, &p, &q, nhuge, 100.0, 0);
-    check_radius(what, t, &p, &q, 4, 100.0, 5000);
+    check_radius(what, t, t, &p, &q, nhuge, 100.0, 0);
+    check_radius(what, t, t, &p, &q, 4, 100.0, 5000);
     {
         grove_kdtree_result g;
         grove_coords qc = q.c;
@@ -783,6 +1061,7 @@ int main(int argc, char **argv)
         test_errors(&r);
 #ifdef GROVE_HAVE_CUDA
         if (g_cuda && g_max_n >= 20000) test_oom(&r);
+        if (g_cuda) test_device_errors(&r);
 #endif
         for (size_t si = 0; si < sizeof SIZES / sizeof SIZES[0]; si++) {
             size_t n = SIZES[si];

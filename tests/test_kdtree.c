@@ -6,7 +6,8 @@
  * Usage: test_kdtree [--backend cpu|cuda] [--large N] [--seed S] [--only sanitize]
  * --large N runs only the large pass at N points (validator plus brute force on a few
  * queries). With --backend cuda the trees are built and queried on the GPU, and every GPU
- * tree is compared byte for byte with the trees of the CPU backend on 1 and 5 threads; exit
+ * tree is compared byte for byte with the trees of the CPU backend on 1 and 5 threads, and so
+ * is the tree of grove_kdtree_build_device() on the same points (after the download); exit
  * 77 (skipped) where no GPU can be used. --only sanitize runs a few small cases of every kind
  * (for compute-sanitizer, which slows the GPU code down a hundredfold).
  */
@@ -23,6 +24,9 @@
 #include "qt_testdata.h"
 #include "kd_testdata.h"
 #include "testutil.h"
+#ifdef GROVE_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 /* ---- point sets: n points of D doubles; kinds below ---- */
 
@@ -360,6 +364,38 @@ static int same_tree(const grove_kdtree *a, const grove_kdtree *b)
 static grove_ctx *ctx5; /* 5 threads, more than this machine's cores */
 static const char *g_backend_name = "many-thread CPU"; /* the backend of the context under test */
 
+#ifdef GROVE_HAVE_CUDA
+/* grove_kdtree_build_device() of s's points (uploaded here) gives tree t byte for byte once
+ * downloaded, and has no host arrays before. */
+static void check_device_build(grove_ctx *ctx, const grove_kdtree *t, const set *s,
+                               const grove_kdtree_opts *o, const char *what)
+{
+    const size_t bytes = s->c.n * (size_t)s->c.dims * (s->c.type == GROVE_COORD_F64 ? 8 : 4);
+    grove_coords dc = s->c;
+    grove_kdtree *td = NULL;
+    void *d = NULL;
+    if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess ||
+        cudaMemcpy(d, s->c.data, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+        FAIL("%s: uploading the points failed", what);
+        cudaFree(d);
+        return;
+    }
+    dc.data = d;
+    CHECK_OK(ctx, grove_kdtree_build_device(ctx, &dc, o, &td));
+    if (td) {
+        CHECK_MSG(grove_kdtree_nodes(td) == NULL && grove_kdtree_device(td).nodes != NULL &&
+                      grove_kdtree_num_nodes(td) == grove_kdtree_num_nodes(t),
+                  "%s: the device-built tree's arrays", what);
+        CHECK_OK(ctx, grove_kdtree_download(ctx, td));
+        CHECK_MSG(same_tree(t, td), "%s: the device-built tree differs from the %s build", what,
+                  g_backend_name);
+    }
+    grove_kdtree_destroy(td);
+    cudaFree(d);
+}
+#endif
+
+
 /* One data set: build, validate, thread independence, knn and radius against brute force. */
 static void run_case(grove_ctx *ctx, grove_ctx *ctx1, tu_rng *r, int kind, size_t n, int D,
                      grove_coord_type ty, int leaf, size_t nq, int full)
@@ -385,6 +421,9 @@ static void run_case(grove_ctx *ctx, grove_ctx *ctx1, tu_rng *r, int kind, size_
         return;
     }
     validate(t, &s, leaf, what);
+#ifdef GROVE_HAVE_CUDA
+    if (grove_ctx_backend(ctx) == GROVE_BACKEND_CUDA) check_device_build(ctx, t, &s, &o, what);
+#endif
     if (ctx1) {
         CHECK_OK(ctx1, grove_kdtree_build(ctx1, &s.c, &o, &t1));
         CHECK_MSG(t1 && same_tree(t, t1), "%s: the %s build and the 1-thread CPU build differ",

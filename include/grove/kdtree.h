@@ -33,8 +33,12 @@
  * valid until grove_kdtree_destroy(). Inputs are borrowed for the duration of a call.
  *
  * Backends: on a CUDA context the build and the queries run on the GPU and give the CPU
- * backend's bytes (same tree, same neighbours, same squared distances). The calls take and
- * return host memory; the tree is uploaded for each query call.
+ * backend's bytes (same tree, same neighbours, same squared distances). The calls below take and
+ * return host memory; a tree with host arrays only is uploaded for each query call.
+ *
+ * Device-resident trees (CUDA contexts): grove_kdtree_build_device() builds from points in device
+ * memory and keeps the tree's arrays on the device, grove_kdtree_knn_device() answers queries in
+ * device memory into device outputs, grove_kdtree_download() gives such a tree its host arrays.
  */
 #ifndef GROVE_KDTREE_H
 #define GROVE_KDTREE_H
@@ -153,6 +157,67 @@ void grove_kdtree_result_free(grove_kdtree_result *r); /* accepts NULL and zeroe
  *  GROVE_ERR_OUT_OF_MEMORY. */
 grove_status grove_kdtree_radius(grove_ctx *ctx, const grove_kdtree *t, const grove_coords *queries,
                                  double r, size_t max_per_query, grove_kdtree_result *out);
+
+/* ---- device-resident trees and queries (CUDA contexts) ---- */
+
+/*! grove_kdtree_build_device() :
+ *  grove_kdtree_build() for points already in the device memory of ctx's GPU: d_pts describes
+ *  them as grove_coords do (d_pts itself is a host struct; d_pts->data is a device pointer to
+ *  n * dims coordinates of d_pts->type). The build runs on the context's stream
+ *  (grove_ctx_stream()) and waits for no other stream: the data must be complete in that
+ *  stream's order. The tree's arrays stay on the device, allocated through ctx (destroy the tree
+ *  before the context): grove_kdtree_device() gives them, and the host accessors
+ *  grove_kdtree_nodes(), _bounds(), _points() and _index() return NULL until
+ *  grove_kdtree_download(); the counts, dims, type, depth and options are available at once. The
+ *  tree is the one grove_kdtree_build() makes of the same points, byte for byte. Returns once
+ *  the tree is complete. At most 2^32 - 1 points (the CUDA build's limit). grove_kdtree_knn()
+ *  and grove_kdtree_radius() on a CUDA context use the device arrays as they are; on a CPU
+ *  context, and grove_kdtree_save(), need the host arrays (GROVE_ERR_INVALID_ARG before the
+ *  download).
+ *  @return as grove_kdtree_build() (a non-finite coordinate: GROVE_ERR_BAD_INPUT naming the
+ *  point), plus GROVE_ERR_UNSUPPORTED on a CPU context or a build without CUDA, GROVE_ERR_LIMIT
+ *  above 2^32 - 1 points, device failures. */
+grove_status grove_kdtree_build_device(grove_ctx *ctx, const grove_coords *d_pts,
+                                       const grove_kdtree_opts *opts, grove_kdtree **out);
+
+/*! grove_kdtree_download() :
+ *  Gives a tree built by grove_kdtree_build_device() its host arrays (nodes, bounds, points,
+ *  index), after which every call of this header accepts it on any backend and the tree keeps
+ *  its device arrays too. A no-op for a tree that already has host arrays. ctx must be the
+ *  context that built it (or one of the same device).
+ *  @return GROVE_OK, GROVE_ERR_INVALID_ARG (NULL), GROVE_ERR_OUT_OF_MEMORY, device failures. */
+grove_status grove_kdtree_download(grove_ctx *ctx, grove_kdtree *t);
+
+/* The device arrays of a tree built by grove_kdtree_build_device(), the same layout as the host
+ * accessors' (NULLs for a tree that has none, and points/index of a tree of 0 points). They
+ * belong to the tree. */
+typedef struct grove_kdtree_device_view {
+    const grove_kdtree_node *nodes; /* num_nodes, preorder */
+    const double *bounds;           /* 2 * dims per node */
+    const void *points;             /* n * dims coordinates of the tree's type, tree order */
+    const uint64_t *index;          /* n input positions */
+} grove_kdtree_device_view;
+grove_kdtree_device_view grove_kdtree_device(const grove_kdtree *t);
+
+/*! grove_kdtree_knn_device() :
+ *  grove_kdtree_knn() with the queries and the outputs in device memory (CUDA contexts only):
+ *  d_queries->data is a device pointer to d_queries->n queries (dims the tree's, either type);
+ *  d_indices (n * k uint64) and d_dist2 (n * k doubles, or NULL) are device pointers, row q
+ *  for query q. The results are grove_kdtree_knn()'s bytes, padding included. t may be any
+ *  tree: one built by grove_kdtree_build_device() is used where it lies; a tree with host arrays
+ *  only (built on the CPU, or loaded) is uploaded for the call. The queries are ordered on the
+ *  GPU (Morton codes in the root box, radix sort) and every row is written in the caller's
+ *  order. Runs on the context's stream (inputs must be complete in its order) and returns once
+ *  the outputs are written. The queries are checked before anything is written; on another
+ *  failure the outputs' contents are unspecified. Device scratch: about 40 + 8 * dims bytes per
+ *  query plus the radix sort's (8 * k more for k > 32 without d_dist2, 16 per level beyond 46
+ *  for deeper trees), in batches of at most 2^24 queries.
+ *  @return GROVE_OK, GROVE_ERR_INVALID_ARG (NULL, k < 1, dims mismatch, a non-finite query: the
+ *  message names it, n * k overflowing), GROVE_ERR_UNSUPPORTED (a CPU context, or a build
+ *  without CUDA), out of memory, device failures. */
+grove_status grove_kdtree_knn_device(grove_ctx *ctx, const grove_kdtree *t,
+                                     const grove_coords *d_queries, int k, uint64_t *d_indices,
+                                     double *d_dist2);
 
 /*! grove_kdtree_save() / grove_kdtree_load() :
  *  A versioned little-endian binary file (docs/kdtree.md, "File format"). save writes a

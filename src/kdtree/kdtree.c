@@ -12,6 +12,7 @@
 
 #include "kdtree_internal.h"
 #ifdef GROVE_HAVE_CUDA
+#include "core_cuda.h"
 #include "kdtree_cuda.h"
 #endif
 
@@ -20,6 +21,18 @@ void grove_kdtree_default_opts(grove_kdtree_opts *opts)
     if (!opts) return;
     memset(opts, 0, sizeof *opts);
     opts->leaf_size = 12;
+}
+
+/* The message of a non-finite coordinate: point (or query) `bad`, whose coordinates are v. */
+static grove_status bad_coord(grove_ctx *ctx, const char *fn, const char *what, size_t bad,
+                              const double *v, int dims)
+{
+    for (int d = 0; d < dims; d++)
+        if (!isfinite(v[d]))
+            return grove__error(
+                ctx, strcmp(what, "query") ? GROVE_ERR_BAD_INPUT : GROVE_ERR_INVALID_ARG,
+                "%s: %s %zu has a non-finite coordinate (axis %d = %g)", fn, what, bad, d, v[d]);
+    return GROVE_OK;
 }
 
 grove_status grove__kd_check_coords(grove_ctx *ctx, const char *fn, const char *arg,
@@ -53,14 +66,36 @@ grove_status grove__kd_check_coords(grove_ctx *ctx, const char *fn, const char *
         }
     }
     if (bad != SIZE_MAX) {
-        for (size_t d = 0; d < dims; d++) {
-            double v = grove__kd_coord(c->data, c->type, (int)dims, bad, (int)d);
-            if (!isfinite(v))
-                return grove__error(
-                    ctx, strcmp(what, "query") ? GROVE_ERR_BAD_INPUT : GROVE_ERR_INVALID_ARG,
-                    "%s: %s %zu has a non-finite coordinate (axis %zu = %g)", fn, what, bad, d, v);
-        }
+        double v[GROVE_KDTREE_MAX_DIMS];
+        for (size_t d = 0; d < dims; d++)
+            v[d] = grove__kd_coord(c->data, c->type, (int)dims, bad, (int)d);
+        return bad_coord(ctx, fn, what, bad, v, (int)dims);
     }
+    return GROVE_OK;
+}
+
+#ifdef GROVE_HAVE_CUDA
+grove_status grove__kd_check_coords_device(grove_ctx *ctx, const char *fn, const char *what,
+                                           const grove_coords *c)
+{
+    size_t bad;
+    double v[GROVE_KDTREE_MAX_DIMS];
+    GROVE_TRY(grove__kd_find_bad_cuda(ctx, c, &bad, v));
+    return bad == SIZE_MAX ? GROVE_OK : bad_coord(ctx, fn, what, bad, v, c->dims);
+}
+#endif
+
+/* *o = the options (opts, or the defaults for NULL), checked. */
+static grove_status take_opts(grove_ctx *ctx, const char *fn, const grove_kdtree_opts *opts,
+                              grove_kdtree_opts *o)
+{
+    if (opts)
+        *o = *opts;
+    else
+        grove_kdtree_default_opts(o);
+    if (o->leaf_size < 1 || o->leaf_size > GROVE_KDTREE_MAX_LEAF)
+        return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: opts->leaf_size must be 1..%d, got %d",
+                            fn, GROVE_KDTREE_MAX_LEAF, o->leaf_size);
     return GROVE_OK;
 }
 
@@ -77,13 +112,7 @@ grove_status grove_kdtree_build(grove_ctx *ctx, const grove_coords *pts,
     if (!out) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: out is NULL", fn);
     *out = NULL;
     if (!pts) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: pts is NULL", fn);
-    if (opts)
-        o = *opts;
-    else
-        grove_kdtree_default_opts(&o);
-    if (o.leaf_size < 1 || o.leaf_size > GROVE_KDTREE_MAX_LEAF)
-        return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: opts->leaf_size must be 1..%d, got %d",
-                            fn, GROVE_KDTREE_MAX_LEAF, o.leaf_size);
+    GROVE_TRY(take_opts(ctx, fn, opts, &o));
     GROVE_TRY(grove__kd_check_coords(ctx, fn, "pts", "point", pts, NULL));
 #ifdef GROVE_HAVE_CUDA
     if (grove_ctx_backend(ctx) == GROVE_BACKEND_CUDA && pts->n > 0) {
@@ -138,9 +167,101 @@ grove_status grove_kdtree_build_points(grove_ctx *ctx, const grove_points *pts,
     return grove_kdtree_build(ctx, &c, opts, out);
 }
 
+grove_status grove_kdtree_build_device(grove_ctx *ctx, const grove_coords *d_pts,
+                                       const grove_kdtree_opts *opts, grove_kdtree **out)
+{
+    static const char fn[] = "grove_kdtree_build_device";
+    grove_kdtree_opts o;
+
+    GROVE_TRY(grove__check_ctx(ctx));
+    if (!out) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!d_pts) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: d_pts is NULL", fn);
+    if (grove_ctx_backend(ctx) != GROVE_BACKEND_CUDA)
+        return grove__error(ctx, GROVE_ERR_UNSUPPORTED, "%s: needs a CUDA context", fn);
+    GROVE_TRY(take_opts(ctx, fn, opts, &o));
+#ifdef GROVE_HAVE_CUDA
+    {
+        grove_kdtree *t;
+        grove_status st;
+        grove_coords none = *d_pts;
+        /* the shape checks of the host build, without reading the (device) data */
+        none.n = 0;
+        GROVE_TRY(grove__kd_check_coords(ctx, fn, "d_pts", "point", &none, NULL));
+        if (d_pts->n > 0 && !d_pts->data)
+            return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: d_pts->data is NULL with n = %zu",
+                                fn, d_pts->n);
+        if (d_pts->n > (size_t)UINT32_MAX)
+            return grove__error(ctx, GROVE_ERR_LIMIT,
+                                "%s: the CUDA build takes at most %u points, got %zu", fn,
+                                UINT32_MAX, d_pts->n);
+        GROVE_TRY(grove__cuda_use(ctx));
+        GROVE_TRY(grove__kd_check_coords_device(ctx, fn, "point", d_pts));
+        t = (grove_kdtree *)calloc(1, sizeof *t);
+        if (!t) return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        t->opts = o;
+        t->n = d_pts->n;
+        t->dims = d_pts->dims;
+        t->type = d_pts->type;
+        if (d_pts->n > 0) {
+            st = grove__kd_build_device_cuda(ctx, d_pts, t);
+        } else {
+            /* one empty leaf: built on the host, moved to the device */
+            st = grove__kd_build_cpu(ctx, d_pts, NULL, t);
+            if (st == GROVE_OK) st = grove__kd_upload_cuda(ctx, t);
+            if (st == GROVE_OK) {
+                free(t->nodes);
+                free(t->bounds);
+                t->nodes = NULL;
+                t->bounds = NULL;
+            }
+        }
+        if (st != GROVE_OK) {
+            grove_kdtree_destroy(t);
+            return st;
+        }
+        *out = t;
+        return GROVE_OK;
+    }
+#else
+    return grove__error(ctx, GROVE_ERR_UNSUPPORTED, "%s: grove was built without CUDA", fn);
+#endif
+}
+
+grove_status grove_kdtree_download(grove_ctx *ctx, grove_kdtree *t)
+{
+    GROVE_TRY(grove__check_ctx(ctx));
+    if (!t) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "grove_kdtree_download: t is NULL");
+    if (grove__kd_on_host(t)) return GROVE_OK;
+#ifdef GROVE_HAVE_CUDA
+    if (grove_ctx_backend(ctx) != GROVE_BACKEND_CUDA)
+        return grove__error(ctx, GROVE_ERR_UNSUPPORTED,
+                            "grove_kdtree_download: needs a CUDA context (the tree's device)");
+    return grove__kd_download_cuda(ctx, t);
+#else
+    return grove__error(ctx, GROVE_ERR_INTERNAL,
+                        "grove_kdtree_download: a device tree without CUDA");
+#endif
+}
+
+grove_kdtree_device_view grove_kdtree_device(const grove_kdtree *t)
+{
+    grove_kdtree_device_view v;
+    memset(&v, 0, sizeof v);
+    if (!t || !t->dev_ctx) return v;
+    v.nodes = (const grove_kdtree_node *)t->d_nodes;
+    v.bounds = (const double *)t->d_bounds;
+    v.points = t->d_pts;
+    v.index = (const uint64_t *)t->d_index;
+    return v;
+}
+
 void grove_kdtree_destroy(grove_kdtree *t)
 {
     if (!t) return;
+#ifdef GROVE_HAVE_CUDA
+    grove__kd_free_device(t);
+#endif
     free(t->nodes);
     free(t->bounds);
     free(t->pts);

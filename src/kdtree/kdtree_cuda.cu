@@ -29,6 +29,11 @@
  * Every decision repeats the CPU's double arithmetic with explicitly rounded operations
  * (__dadd_rn and friends: nothing may be contracted into a fused multiply-add), so the trees
  * are identical.
+ *
+ * The same build serves grove_kdtree_build() (input uploaded, the finished arrays downloaded
+ * into the tree's host arrays) and grove_kdtree_build_device() (input read where the caller
+ * keeps it, the finished arrays handed to the tree as its device arrays). Also here: the
+ * device-side finiteness check, download, upload and freeing of a tree's device arrays.
  */
 #include <cuda_runtime.h>
 
@@ -808,6 +813,19 @@ struct Bufs {
         }
         return st;
     }
+    /* Hands buffer q over to the caller (it is no longer freed here); returns its size. */
+    size_t take(void *q)
+    {
+        for (int i = 0; i < count; i++)
+            if (p[i] == q) {
+                const size_t sz = bytes[i];
+                p[i] = p[count - 1];
+                bytes[i] = bytes[count - 1];
+                count--;
+                return sz;
+            }
+        return 0;
+    }
     void release(void *q)
     {
         for (int i = 0; i < count; i++)
@@ -891,7 +909,11 @@ grove_status small_stage(grove_ctx *ctx, int D, const BNode *nodes, const SmallR
     return GROVE_OK;
 }
 
-grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtree *t)
+/* The build. dev_in: pts->data is device memory (else host memory, uploaded here). keep: the
+ * finished arrays stay on the device as t's d_* arrays (else they are downloaded into t's host
+ * arrays and freed). */
+grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtree *t, bool dev_in,
+                   bool keep)
 {
     const size_t n = t->n;
     const int D = t->dims;
@@ -916,8 +938,12 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
     grove_status st = GROVE_OK;
 
     /* the input: points as doubles, tree order 0..n-1 */
-    GROVE_TRY(b.alloc(&d_in, n * es, "the k-d tree input points"));
-    GROVE_TRY(grove__cuda_h2d(ctx, d_in, pts->data, n * es, s));
+    if (dev_in) {
+        d_in = (void *)pts->data; /* only read */
+    } else {
+        GROVE_TRY(b.alloc(&d_in, n * es, "the k-d tree input points"));
+        GROVE_TRY(grove__cuda_h2d(ctx, d_in, pts->data, n * es, s));
+    }
     GROVE_TRY(b.alloc((void **)&x, n * D * sizeof(double), "the k-d tree coordinates"));
     GROVE_TRY(b.alloc((void **)&perm, n * sizeof(uint64_t), "the k-d tree point order"));
     if (t->type == GROVE_COORD_F64)
@@ -927,14 +953,16 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
     KD_LAUNCHED("k-d tree input conversion kernel");
     iota_kernel<<<grid_for(n), kBlock, 0, s>>>(perm, n);
     KD_LAUNCHED("k-d tree order kernel");
-    /* the host arrays of the points, touched while the GPU works */
-    t->pts = malloc(n * es);
-    t->index = (uint64_t *)malloc(n * sizeof *t->index);
-    if (!t->pts || !t->index)
-        return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
-                            "grove_kdtree_build: out of memory for %zu points", n);
-    grove__prefault(t->pts, n * es, grove__threads(ctx));
-    grove__prefault(t->index, n * sizeof *t->index, grove__threads(ctx));
+    if (!keep) {
+        /* the host arrays of the points, touched while the GPU works */
+        t->pts = malloc(n * es);
+        t->index = (uint64_t *)malloc(n * sizeof *t->index);
+        if (!t->pts || !t->index)
+            return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
+                                "grove_kdtree_build: out of memory for %zu points", n);
+        grove__prefault(t->pts, n * es, grove__threads(ctx));
+        grove__prefault(t->index, n * sizeof *t->index, grove__threads(ctx));
+    }
 
     {
         BNode root;
@@ -1131,6 +1159,22 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
             gather_rows_kernel<<<grid_for(n), kBlock, 0, s>>>((const unsigned char *)d_in, n, es,
                                                               perm, opts);
             KD_LAUNCHED("k-d tree point gather kernel");
+            if (keep) {
+                GROVE_TRY(grove__cuda_d2h(ctx, t->root_box, obounds, cs * sizeof(double), s));
+                GROVE_TRY(grove__cuda_sync(ctx, s, "building the k-d tree"));
+                t->dev_ctx = ctx;
+                t->d_nodes = onodes;
+                t->d_bytes[0] = b.take(onodes);
+                t->d_bounds = obounds;
+                t->d_bytes[1] = b.take(obounds);
+                t->d_pts = opts;
+                t->d_bytes[2] = b.take(opts);
+                t->d_index = perm;
+                t->d_bytes[3] = b.take(perm);
+                t->num_nodes = (size_t)total;
+                t->depth = (size_t)depth;
+                return GROVE_OK;
+            }
             t->nodes = (grove_kdtree_node *)malloc(total * sizeof *t->nodes);
             t->bounds = (double *)malloc(total * cs * sizeof *t->bounds);
             if (!t->nodes || !t->bounds)
@@ -1157,8 +1201,9 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
 
 } // namespace
 
-extern "C" grove_status grove__kd_build_cuda(grove_ctx *ctx, const grove_coords *pts,
-                                             grove_kdtree *t)
+/* The build of either kind; on failure t has no arrays. */
+static grove_status build_any(grove_ctx *ctx, const grove_coords *pts, grove_kdtree *t,
+                              bool dev_in, bool keep)
 {
     Bufs b;
     grove_status st;
@@ -1170,9 +1215,10 @@ extern "C" grove_status grove__kd_build_cuda(grove_ctx *ctx, const grove_coords 
                             "grove_kdtree_build: the CUDA build takes at most %u points, got %zu",
                             UINT32_MAX, t->n);
     GROVE_TRY(grove__cuda_use(ctx));
-    st = build(ctx, b, pts, t);
+    st = build(ctx, b, pts, t, dev_in, keep);
     b.free_all();
     if (st != GROVE_OK) {
+        grove__kd_free_device(t);
         free(t->nodes);
         free(t->bounds);
         free(t->pts);
@@ -1184,5 +1230,148 @@ extern "C" grove_status grove__kd_build_cuda(grove_ctx *ctx, const grove_coords 
         /* the stream may still run kernels on the freed buffers' pool: wait for it */
         cudaStreamSynchronize((cudaStream_t)ctx->stream);
     }
+    return st;
+}
+
+extern "C" grove_status grove__kd_build_cuda(grove_ctx *ctx, const grove_coords *pts,
+                                             grove_kdtree *t)
+{
+    return build_any(ctx, pts, t, false, false);
+}
+
+extern "C" grove_status grove__kd_build_device_cuda(grove_ctx *ctx, const grove_coords *d_pts,
+                                                    grove_kdtree *t)
+{
+    return build_any(ctx, d_pts, t, true, true);
+}
+
+extern "C" void grove__kd_free_device(grove_kdtree *t)
+{
+    void **p[4] = {&t->d_nodes, &t->d_bounds, &t->d_pts, &t->d_index};
+    if (!t->dev_ctx) return;
+    /* the context's device, whichever is current on this thread */
+    if (grove__cuda_use(t->dev_ctx) == GROVE_OK)
+        for (int i = 0; i < 4; i++)
+            if (*p[i]) grove__cuda_free(t->dev_ctx, *p[i], t->d_bytes[i], t->dev_ctx->stream);
+    for (int i = 0; i < 4; i++) {
+        *p[i] = NULL;
+        t->d_bytes[i] = 0;
+    }
+    t->dev_ctx = NULL;
+}
+
+namespace
+{
+
+/* The smallest index of a point with a non-finite coordinate (atomicMin into *bad). */
+template <typename T>
+__global__ void find_bad_kernel(const T *__restrict__ x, size_t count, int D,
+                                unsigned long long *bad)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+         i += (size_t)gridDim.x * blockDim.x)
+        if (!isfinite((double)x[i])) atomicMin(bad, (unsigned long long)(i / (size_t)D));
+}
+
+} // namespace
+
+extern "C" grove_status grove__kd_find_bad_cuda(grove_ctx *ctx, const grove_coords *d, size_t *bad,
+                                                double row[GROVE_KDTREE_MAX_DIMS])
+{
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    const size_t count = d->n * (size_t)d->dims;
+    const size_t es = grove__kd_coord_size(d->type);
+    unsigned long long *dbad = NULL, hbad = ~0ull;
+    unsigned char raw[GROVE_KDTREE_MAX_DIMS * sizeof(double)];
+    grove_status st;
+    *bad = SIZE_MAX;
+    if (d->n == 0) return GROVE_OK;
+    GROVE_TRY(grove__cuda_alloc(ctx, (void **)&dbad, sizeof *dbad, ctx->stream, "a check flag"));
+    st = grove__cuda_h2d(ctx, dbad, &hbad, sizeof hbad, s);
+    if (st == GROVE_OK) {
+        const unsigned g = (unsigned)((count + kBlock - 1) / kBlock < 132 * 16
+                                          ? (count + kBlock - 1) / kBlock
+                                          : 132 * 16);
+        if (d->type == GROVE_COORD_F64)
+            find_bad_kernel<double>
+                <<<g, kBlock, 0, s>>>((const double *)d->data, count, d->dims, dbad);
+        else
+            find_bad_kernel<float>
+                <<<g, kBlock, 0, s>>>((const float *)d->data, count, d->dims, dbad);
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) st = grove__cuda_status(ctx, (int)e, "k-d tree finiteness check");
+    }
+    if (st == GROVE_OK) st = grove__cuda_d2h(ctx, &hbad, dbad, sizeof hbad, s);
+    if (st == GROVE_OK) st = grove__cuda_sync(ctx, s, "k-d tree finiteness check");
+    if (st == GROVE_OK && hbad != ~0ull) {
+        st = grove__cuda_d2h(ctx, raw, (const unsigned char *)d->data + (size_t)hbad * d->dims * es,
+                             (size_t)d->dims * es, s);
+        if (st == GROVE_OK) st = grove__cuda_sync(ctx, s, "k-d tree finiteness check");
+        if (st == GROVE_OK) {
+            for (int a = 0; a < d->dims; a++)
+                row[a] = grove__kd_coord(raw, d->type, d->dims, 0, a);
+            *bad = (size_t)hbad;
+        }
+    }
+    grove__cuda_free(ctx, dbad, sizeof *dbad, ctx->stream);
+    return st;
+}
+
+extern "C" grove_status grove__kd_download_cuda(grove_ctx *ctx, grove_kdtree *t)
+{
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    const size_t cs = 2 * (size_t)t->dims, es = grove__kd_coord_size(t->type) * (size_t)t->dims;
+    grove_kdtree_node *nodes = (grove_kdtree_node *)malloc(t->num_nodes * sizeof *nodes);
+    double *bounds = (double *)malloc(t->num_nodes * cs * sizeof *bounds);
+    void *pts = t->n ? malloc(t->n * es) : NULL;
+    uint64_t *index = t->n ? (uint64_t *)malloc(t->n * sizeof *index) : NULL;
+    grove_status st = GROVE_OK;
+    if (!nodes || !bounds || (t->n && (!pts || !index))) {
+        st = grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
+                          "grove_kdtree_download: out of memory for %zu nodes and %zu points",
+                          t->num_nodes, t->n);
+        goto _end;
+    }
+    GROVE_TRY_END(st, grove__cuda_use(ctx));
+    GROVE_TRY_END(st, grove__cuda_d2h(ctx, nodes, t->d_nodes, t->num_nodes * sizeof *nodes, s));
+    GROVE_TRY_END(st, grove__cuda_d2h(ctx, bounds, t->d_bounds, t->num_nodes * cs * 8, s));
+    if (t->n) {
+        GROVE_TRY_END(st, grove__cuda_d2h(ctx, pts, t->d_pts, t->n * es, s));
+        GROVE_TRY_END(st, grove__cuda_d2h(ctx, index, t->d_index, t->n * sizeof *index, s));
+    }
+    GROVE_TRY_END(st, grove__cuda_sync(ctx, s, "downloading the k-d tree"));
+    t->nodes = nodes;
+    t->bounds = bounds;
+    t->pts = pts;
+    t->index = index;
+    return GROVE_OK;
+_end:
+    free(nodes);
+    free(bounds);
+    free(pts);
+    free(index);
+    return st;
+}
+
+extern "C" grove_status grove__kd_upload_cuda(grove_ctx *ctx, grove_kdtree *t)
+{
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    const size_t cs = 2 * (size_t)t->dims, es = grove__kd_coord_size(t->type) * (size_t)t->dims;
+    const void *src[4] = {t->nodes, t->bounds, t->pts, t->index};
+    const size_t bytes[4] = {t->num_nodes * sizeof(grove_kdtree_node), t->num_nodes * cs * 8,
+                             t->n * es, t->n * sizeof(uint64_t)};
+    void **dst[4] = {&t->d_nodes, &t->d_bounds, &t->d_pts, &t->d_index};
+    grove_status st = grove__cuda_use(ctx);
+    t->dev_ctx = ctx;
+    for (int i = 0; i < 4 && st == GROVE_OK; i++) {
+        if (bytes[i] == 0) continue;
+        st = grove__cuda_alloc(ctx, dst[i], bytes[i], ctx->stream, "the k-d tree (upload)");
+        if (st != GROVE_OK) break;
+        t->d_bytes[i] = bytes[i];
+        st = grove__cuda_h2d(ctx, *dst[i], src[i], bytes[i], s);
+    }
+    if (st == GROVE_OK) st = grove__cuda_sync(ctx, s, "uploading the k-d tree");
+    if (st != GROVE_OK) grove__kd_free_device(t);
+    memcpy(t->root_box, t->bounds, cs * sizeof(double));
     return st;
 }

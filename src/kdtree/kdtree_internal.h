@@ -23,7 +23,26 @@ struct grove_kdtree {
     double *bounds;           /* 2 * dims per node */
     void *pts;                /* n * dims coordinates of `type`, tree order (NULL when n == 0) */
     uint64_t *index;          /* n input positions (NULL when n == 0) */
+    /* Device arrays (same layout) of a tree built by grove_kdtree_build_device(), allocated
+     * through grove__cuda_alloc on dev_ctx, which owns them; dev_ctx is NULL when there are
+     * none. The host arrays above are NULL until grove_kdtree_download(). */
+    grove_ctx *dev_ctx;
+    void *d_nodes, *d_bounds, *d_pts, *d_index;
+    size_t d_bytes[4]; /* their allocation sizes, for grove__cuda_free */
+    double root_box[2 * GROVE_KDTREE_MAX_DIMS]; /* node 0's box (lo, hi), kept on the host */
 };
+
+/* Node 0's box on the host, whichever arrays the tree has. */
+static inline const double *grove__kd_root_box(const grove_kdtree *t)
+{
+    return t->bounds ? t->bounds : t->root_box;
+}
+
+/* Whether the tree has its host arrays (a device-built tree has none before the download). */
+static inline int grove__kd_on_host(const grove_kdtree *t)
+{
+    return t->nodes != NULL || t->dev_ctx == NULL;
+}
 
 /* Midpoint of [lo, hi]. Each product is its own statement because C may only contract (fuse
  * into an FMA) within one expression, and a CUDA port must reproduce this with __dmul_rn and
@@ -54,6 +73,11 @@ static inline double grove__kd_coord(const void *data, grove_coord_type t, int d
  * depend on the order in which they compare equal zeros). */
 grove_status grove__kd_check_coords(grove_ctx *ctx, const char *fn, const char *arg,
                                     const char *what, const grove_coords *c, double *x);
+
+/* grove__kd_check_coords()'s finiteness check for coordinates in device memory (CUDA builds
+ * only; the shape of c is checked, the context's device current): the same message. */
+grove_status grove__kd_check_coords_device(grove_ctx *ctx, const char *fn, const char *what,
+                                           const grove_coords *c);
 
 /* The CPU build: x holds the n points as doubles (checked); the build reorders it. Fills t's
  * arrays, num_nodes and depth (t->n, t->dims, t->type and t->opts are set). pts is the caller's

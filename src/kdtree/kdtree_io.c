@@ -59,6 +59,10 @@ grove_status grove_kdtree_save(grove_ctx *ctx, const grove_kdtree *t, const char
     GROVE_TRY(grove__check_ctx(ctx));
     if (!t) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: t is NULL", fn);
     if (!path) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: path is NULL", fn);
+    if (!grove__kd_on_host(t))
+        return grove__error(ctx, GROVE_ERR_INVALID_ARG,
+                            "%s: the tree is on the device only: grove_kdtree_download() it first",
+                            fn);
     D = (size_t)t->dims;
     memset(h, 0, sizeof h);
     memcpy(h, KD_MAGIC, 8);

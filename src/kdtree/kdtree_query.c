@@ -10,8 +10,10 @@
  * (rounding is monotone), and a node is skipped only if that bound is strictly greater than the
  * current k-th distance, so that ties with a smaller input position are still found.
  *
- * On a CUDA context the same checks and query conversion run here, and the searches go to the
- * CUDA backend (kdtree_query_cuda.cu), which gives the same bytes.
+ * On a CUDA context the same checks run here and the searches go to the CUDA backend
+ * (kdtree_query_cuda.cu), which gives the same bytes; radius queries are converted and ordered
+ * here, kNN queries on the GPU. grove_kdtree_knn_device() takes queries and outputs in device
+ * memory.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@
 #include "../prim/prim_cpu.h"
 #include "kdtree_internal.h"
 #ifdef GROVE_HAVE_CUDA
+#include "core_cuda.h"
 #include "kdtree_query_cuda.h"
 #endif
 
@@ -286,6 +289,16 @@ static size_t search_all(const grove_kdtree *t, const double *q, double r2, stac
     return m;
 }
 
+static grove_status check_dims(grove_ctx *ctx, const char *fn, const grove_kdtree *t,
+                               const grove_coords *queries)
+{
+    if (queries->dims != t->dims)
+        return grove__error(ctx, GROVE_ERR_INVALID_ARG,
+                            "%s: queries->dims = %d differs from the tree's dims = %d", fn,
+                            queries->dims, t->dims);
+    return GROVE_OK;
+}
+
 /* Checks the queries and converts them to doubles; *order receives a visiting order (Morton
  * order in the root box). On success the caller frees *qx and *order. */
 static grove_status prepare_queries(grove_ctx *ctx, const char *fn, const grove_kdtree *t,
@@ -296,14 +309,11 @@ static grove_status prepare_queries(grove_ctx *ctx, const char *fn, const grove_
     int bits = 63 / D;
     uint64_t *codes = NULL;
     grove_status st;
-    const double *root = t->bounds;
+    const double *root = grove__kd_root_box(t);
     int nt = grove__threads(ctx);
     *qx = NULL;
     *order = NULL;
-    if (queries->dims != t->dims)
-        return grove__error(ctx, GROVE_ERR_INVALID_ARG,
-                            "%s: queries->dims = %d differs from the tree's dims = %d", fn,
-                            queries->dims, t->dims);
+    GROVE_TRY(check_dims(ctx, fn, t, queries));
     if (nq == 0) return grove__kd_check_coords(ctx, fn, "queries", "query", queries, NULL);
     if (bits > 21) bits = 21;
     *qx = (double *)malloc(nq * (size_t)D * sizeof **qx);
@@ -351,6 +361,28 @@ static grove_status check_tree(grove_ctx *ctx, const char *fn, const grove_kdtre
     GROVE_TRY(grove__check_ctx(ctx));
     if (!t) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: t is NULL", fn);
     if (!queries) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: queries is NULL", fn);
+    /* a device-built tree serves the CUDA backend where it lies; the CPU needs its host arrays */
+    if (!grove__kd_on_host(t) && grove_ctx_backend(ctx) != GROVE_BACKEND_CUDA)
+        return grove__error(ctx, GROVE_ERR_INVALID_ARG,
+                            "%s: the tree is on the device only: grove_kdtree_download() it first",
+                            fn);
+    return GROVE_OK;
+}
+
+/* The checks of grove_kdtree_knn() and grove_kdtree_knn_device() before the queries' values. */
+static grove_status check_knn(grove_ctx *ctx, const char *fn, const grove_kdtree *t,
+                              const grove_coords *queries, int k, const uint64_t *indices)
+{
+    size_t nq;
+    GROVE_TRY(check_tree(ctx, fn, t, queries));
+    if (k < 1) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: k must be >= 1, got %d", fn, k);
+    nq = queries->n;
+    if (nq > 0 && !indices)
+        return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: indices is NULL with %zu queries", fn,
+                            nq);
+    if (nq > SIZE_MAX / sizeof(double) / (size_t)k)
+        return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: %zu queries * k = %d is too large", fn,
+                            nq, k);
     return GROVE_OK;
 }
 
@@ -364,25 +396,18 @@ grove_status grove_kdtree_knn(grove_ctx *ctx, const grove_kdtree *t, const grove
     size_t kk, cap, nq;
     int nt, failed = 0;
 
-    GROVE_TRY(check_tree(ctx, fn, t, queries));
-    if (k < 1) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: k must be >= 1, got %d", fn, k);
+    GROVE_TRY(check_knn(ctx, fn, t, queries, k, indices));
     nq = queries->n;
-    if (nq > 0 && !indices)
-        return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: indices is NULL with %zu queries", fn,
-                            nq);
     kk = (size_t)k;
-    if (nq > SIZE_MAX / sizeof(double) / kk)
-        return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: %zu queries * k = %d is too large", fn,
-                            nq, k);
-    GROVE_TRY(prepare_queries(ctx, fn, t, queries, &qx, &order));
 #ifdef GROVE_HAVE_CUDA
     if (grove_ctx_backend(ctx) == GROVE_BACKEND_CUDA) {
-        st = grove__kd_knn_cuda(ctx, fn, t, qx, order, nq, k, indices, dist2);
-        free(qx);
-        free(order);
-        return st;
+        /* checked here (the same messages); converted and ordered on the GPU */
+        GROVE_TRY(check_dims(ctx, fn, t, queries));
+        GROVE_TRY(grove__kd_check_coords(ctx, fn, "queries", "query", queries, NULL));
+        return grove__kd_knn_cuda(ctx, t, queries, 1, k, indices, dist2);
     }
 #endif
+    GROVE_TRY(prepare_queries(ctx, fn, t, queries, &qx, &order));
     cap = kk < t->n ? kk : t->n;
     nt = grove__threads(ctx);
 #pragma omp parallel num_threads(nt) if (nq > 16)
@@ -418,6 +443,35 @@ grove_status grove_kdtree_knn(grove_ctx *ctx, const grove_kdtree *t, const grove
     free(qx);
     free(order);
     return st;
+}
+
+grove_status grove_kdtree_knn_device(grove_ctx *ctx, const grove_kdtree *t,
+                                     const grove_coords *d_queries, int k, uint64_t *d_indices,
+                                     double *d_dist2)
+{
+    static const char fn[] = "grove_kdtree_knn_device";
+    GROVE_TRY(grove__check_ctx(ctx));
+    if (grove_ctx_backend(ctx) != GROVE_BACKEND_CUDA)
+        return grove__error(ctx, GROVE_ERR_UNSUPPORTED, "%s: needs a CUDA context", fn);
+    GROVE_TRY(check_knn(ctx, fn, t, d_queries, k, d_indices));
+    GROVE_TRY(check_dims(ctx, fn, t, d_queries));
+#ifdef GROVE_HAVE_CUDA
+    {
+        grove_coords shape = *d_queries;
+        shape.n = 0; /* dims and type only: the data is on the device */
+        GROVE_TRY(grove__kd_check_coords(ctx, fn, "d_queries", "query", &shape, NULL));
+        if (d_queries->n > 0 && !d_queries->data)
+            return grove__error(ctx, GROVE_ERR_INVALID_ARG,
+                                "%s: d_queries->data is NULL with n = %zu", fn, d_queries->n);
+        if (d_queries->n == 0) return GROVE_OK;
+        GROVE_TRY(grove__cuda_use(ctx));
+        GROVE_TRY(grove__kd_check_coords_device(ctx, fn, "query", d_queries));
+        return grove__kd_knn_cuda(ctx, t, d_queries, 0, k, d_indices, d_dist2);
+    }
+#else
+    (void)d_dist2;
+    return grove__error(ctx, GROVE_ERR_UNSUPPORTED, "%s: grove was built without CUDA", fn);
+#endif
 }
 
 typedef struct pair {

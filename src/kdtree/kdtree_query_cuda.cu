@@ -5,8 +5,8 @@
  * One thread per query walks the preorder node array depth first, nearer child first, with the
  * CPU's stack discipline (depth + 2 entries: the first LSTACK in local memory, the rest, for
  * deep trees, in a global overflow area interleaved across threads). Threads take the queries in
- * the Morton order that kdtree_query.c computed, so that neighbouring threads walk the same
- * nodes and leaves. Distances use __dsub_rn / __dmul_rn / __dadd_rn, so nothing is fused and
+ * Morton order (for kNN computed here, on the GPU; for radius search by kdtree_query.c), so that
+ * neighbouring threads walk the same nodes and leaves. Distances use __dsub_rn / __dmul_rn / __dadd_rn, so nothing is fused and
  * every value rounds as the CPU's dist2_point and dist2_box. A node is skipped only when its
  * lower bound is strictly greater than the current bound (a tie may still hold a smaller input
  * position), so every search returns the unique set of the smallest (dist2, input position)
@@ -41,6 +41,7 @@
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
 
+#include "../prim/prim_cuda.h"
 #include "core_cuda.h"
 #include "grove/prim.h"
 #include "kdtree_query_cuda.h"
@@ -827,94 +828,212 @@ template <class Fn> void with_shape(int dims, bool f64, Fn fn)
     }
 }
 
-/* ---- kNN host side ---- */
+/* ---- kNN host side ----
+ * The queries are ordered on the GPU: a prep kernel converts a batch's queries to doubles (row
+ * order) and computes their Morton codes in the root box, a radix sort of (code, row) pairs gives
+ * the visiting order, and each kNN thread writes the row of the query it took, so the rows come
+ * out in the caller's order. */
 
+struct RootBox {
+    double lo[MAXD], hi[MAXD];
+};
+
+/* Bits per axis of the query Morton codes: prim's 2-D (16) and 3-D (21) codes, else the CPU's
+ * 63 / dims (at most 21). */
+int morton_bits(int D) { return D == 2 ? 16 : D == 3 ? 21 : (63 / D < 21 ? 63 / D : 21); }
+
+template <typename T>
+__global__ void __launch_bounds__(BLOCK)
+    knn_prep(const T *__restrict__ q, uint32_t m, int D, RootBox rb, int bits,
+             double *__restrict__ qd, u64 *__restrict__ keys, uint32_t *__restrict__ vals)
+{
+    const uint32_t i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i >= m) return;
+    const double scale = (double)((1u << bits) - 1u);
+    uint32_t u[MAXD];
+#pragma unroll
+    for (int d = 0; d < MAXD; d++) {
+        u[d] = 0;
+        if (d >= D) continue;
+        const double v = (double)q[(size_t)i * D + d];
+        qd[(size_t)i * D + d] = v;
+        const double lo = rb.lo[d], hi = rb.hi[d];
+        double f = hi > lo ? (v - lo) / (hi - lo) : 0.0;
+        if (!(f > 0.0)) f = 0.0; /* also NaN from an infinite extent */
+        if (f > 1.0) f = 1.0;
+        u[d] = (uint32_t)(f * scale);
+    }
+    u64 code = 0;
+    if (D == 3) {
+        code = grove_morton3(u[0], u[1], u[2]);
+    } else if (D == 2) {
+        code = grove_morton2(u[0], u[1]);
+    } else {
+        for (int b = bits - 1; b >= 0; b--)
+#pragma unroll
+            for (int d = 0; d < MAXD; d++)
+                if (d < D) code = (code << 1) | ((u[d] >> b) & 1u);
+    }
+    keys[i] = code;
+    vals[i] = i;
+}
+
+__global__ void knn_pad(u64 *oi, double *od, size_t count)
+{
+    for (size_t i = blockIdx.x * (size_t)BLOCK + threadIdx.x; i < count;
+         i += (size_t)gridDim.x * BLOCK) {
+        oi[i] = ~0ull;
+        if (od) od[i] = INFINITY;
+    }
+}
+
+/* The device buffers of one kNN call, per batch of `batch` queries. */
 struct KnnRun {
     TreeUp up;
     DevTree t;
-    Dev qs, ord, oi, od, ovn, ovl;
-    uint32_t *h_ord;
-    size_t batch;
+    Dev qraw, qd, keys, keys2, vals, ord, temp, oi, od, ovn, ovl;
+    size_t batch, temp_bytes;
 };
 
 void knn_bufs_free(grove_ctx *ctx, KnnRun *R)
 {
-    dev_free(ctx, &R->qs);
-    dev_free(ctx, &R->ord);
-    dev_free(ctx, &R->oi);
-    dev_free(ctx, &R->od);
-    dev_free(ctx, &R->ovn);
-    dev_free(ctx, &R->ovl);
+    Dev *all[] = {&R->qraw, &R->qd,  &R->keys, &R->keys2, &R->vals, &R->ord,
+                  &R->temp, &R->oi,  &R->od,   &R->ovn,   &R->ovl};
+    for (Dev *d : all) dev_free(ctx, d);
 }
 
-grove_status knn_bufs_alloc(grove_ctx *ctx, KnnRun *R, size_t D, size_t k, bool need_d, size_t ovf)
+/* host: the queries and outputs are in host memory (staged through qraw / oi / od); od_dev:
+ * distances are needed on the device (the caller's array, or the heap's scratch). */
+grove_status knn_bufs_alloc(grove_ctx *ctx, KnnRun *R, size_t D, size_t es, size_t k, bool host,
+                            bool need_d, bool own_d, size_t ovf, int end_bit)
 {
     const size_t b = R->batch;
-    GROVE_TRY(dev_alloc(ctx, &R->qs, b * D * sizeof(double), "kNN queries"));
+    cudaStream_t s = stream_of(ctx);
+    if (host) GROVE_TRY(dev_alloc(ctx, &R->qraw, b * D * es, "kNN queries"));
+    GROVE_TRY(dev_alloc(ctx, &R->qd, b * D * sizeof(double), "kNN queries as doubles"));
+    GROVE_TRY(dev_alloc(ctx, &R->keys, b * sizeof(u64), "kNN query Morton codes"));
+    GROVE_TRY(dev_alloc(ctx, &R->keys2, b * sizeof(u64), "kNN query Morton codes"));
+    GROVE_TRY(dev_alloc(ctx, &R->vals, b * sizeof(uint32_t), "kNN query rows"));
     GROVE_TRY(dev_alloc(ctx, &R->ord, b * sizeof(uint32_t), "kNN query order"));
-    GROVE_TRY(dev_alloc(ctx, &R->oi, b * k * sizeof(uint64_t), "kNN result indices"));
-    if (need_d) GROVE_TRY(dev_alloc(ctx, &R->od, b * k * sizeof(double), "kNN result distances"));
-    GROVE_TRY(dev_alloc(ctx, &R->ovn, b * ovf * sizeof(u64), "kNN traversal stacks"));
-    GROVE_TRY(dev_alloc(ctx, &R->ovl, b * ovf * sizeof(double), "kNN traversal stacks"));
+    R->temp_bytes = 0;
+    /* sized for pairs: with NULL values the sort would size a keys-only pass */
+    GROVE_TRY(grove__cuda_sort(ctx, NULL, &R->temp_bytes, GROVE_U64, R->keys.p, R->keys2.p, 4,
+                               R->vals.p, R->ord.p, b, 0, end_bit, s));
+    GROVE_TRY(dev_alloc(ctx, &R->temp, R->temp_bytes, "kNN query sort scratch"));
+    if (host) GROVE_TRY(dev_alloc(ctx, &R->oi, b * k * sizeof(uint64_t), "kNN result indices"));
+    if (own_d && need_d)
+        GROVE_TRY(dev_alloc(ctx, &R->od, b * k * sizeof(double), "kNN result distances"));
+    if (ovf) {
+        GROVE_TRY(dev_alloc(ctx, &R->ovn, b * ovf * sizeof(u64), "kNN traversal stacks"));
+        GROVE_TRY(dev_alloc(ctx, &R->ovl, b * ovf * sizeof(double), "kNN traversal stacks"));
+    }
     return GROVE_OK;
 }
 
-grove_status knn_run(grove_ctx *ctx, const char *fn, const grove_kdtree *t, const double *qx,
-                     const uint64_t *order, size_t nq, int k, uint64_t *indices, double *dist2,
-                     KnnRun *R)
+/* The tree on the device: its own arrays if it has them, else an upload for the call. */
+grove_status tree_device(grove_ctx *ctx, const grove_kdtree *t, TreeUp *u, DevTree *d)
+{
+    if (!t->dev_ctx) return tree_upload(ctx, t, u, d);
+    d->nodes = (const u64 *)t->d_nodes;
+    d->bounds = (const double *)t->d_bounds;
+    d->pts = t->d_pts;
+    d->index = (const u64 *)t->d_index;
+    d->dims = t->dims;
+    return GROVE_OK;
+}
+
+/* Orders and answers batch queries [0, m) at raw (q's type, device): rows go to oi / od. */
+grove_status knn_batch(grove_ctx *ctx, const grove_kdtree *t, KnnRun *R, const void *raw,
+                       grove_coord_type qt, size_t m, int k, size_t cap, const RootBox &rb,
+                       int bits, int end_bit, u64 *oi, double *od)
 {
     cudaStream_t s = stream_of(ctx);
-    const size_t kk = (size_t)k, D = (size_t)t->dims, cap = kk < t->n ? kk : t->n;
+    const unsigned g = blocks_for(m);
+    const uint32_t mm = (uint32_t)m;
+    const int D = t->dims;
+    double *qd = (double *)R->qd.p;
+    u64 *keys = (u64 *)R->keys.p;
+    uint32_t *vals = (uint32_t *)R->vals.p, *ord = (uint32_t *)R->ord.p;
+    if (qt == GROVE_COORD_F64)
+        knn_prep<double><<<g, BLOCK, 0, s>>>((const double *)raw, mm, D, rb, bits, qd, keys, vals);
+    else
+        knn_prep<float><<<g, BLOCK, 0, s>>>((const float *)raw, mm, D, rb, bits, qd, keys, vals);
+    GROVE_CUDA_LAUNCHED(ctx, "k-d tree kNN query ordering kernel");
+    size_t tb = R->temp_bytes;
+    GROVE_TRY(grove__cuda_sort(ctx, R->temp.p, &tb, GROVE_U64, keys, R->keys2.p, 4, vals, ord, m,
+                               0, end_bit, s));
+    const Overflow ov = {(u64 *)R->ovn.p, (double *)R->ovl.p, R->batch};
+    const bool heap = cap > (size_t)REG_MAX;
+    with_shape(D, t->type == GROVE_COORD_F64, [&](auto sh) {
+        typedef decltype(sh) S;
+        const DevTree &dt = R->t;
+        const int c = (int)cap;
+        if (heap)
+            knn_heap<S::D, S::F64><<<g, BLOCK, 0, s>>>(dt, qd, ord, mm, cap, k, ov, oi, od);
+        else if (c <= 1)
+            knn_reg<1, S::D, S::F64><<<g, BLOCK, 0, s>>>(dt, qd, ord, mm, c, k, ov, oi, od);
+        else if (c <= 8)
+            knn_reg<8, S::D, S::F64><<<g, BLOCK, 0, s>>>(dt, qd, ord, mm, c, k, ov, oi, od);
+        else if (c <= 16)
+            knn_reg<16, S::D, S::F64><<<g, BLOCK, 0, s>>>(dt, qd, ord, mm, c, k, ov, oi, od);
+        else
+            knn_reg<REG_MAX, S::D, S::F64><<<g, BLOCK, 0, s>>>(dt, qd, ord, mm, c, k, ov, oi, od);
+    });
+    GROVE_CUDA_LAUNCHED(ctx, "k-d tree kNN kernel");
+    return GROVE_OK;
+}
+
+grove_status knn_run(grove_ctx *ctx, const grove_kdtree *t, const grove_coords *q, bool host, int k,
+                     uint64_t *indices, double *dist2, KnnRun *R)
+{
+    cudaStream_t s = stream_of(ctx);
+    const size_t nq = q->n, kk = (size_t)k, D = (size_t)t->dims, cap = kk < t->n ? kk : t->n;
+    const size_t es = grove__kd_coord_size(q->type);
     const bool heap = cap > (size_t)REG_MAX, need_d = heap || dist2 != NULL;
+    /* the heap keeps its distances in the rows: the caller's (device) array, or scratch */
+    const bool own_d = host || dist2 == NULL;
     const size_t ovf = overflow_entries(t);
-    const size_t per_query = D * sizeof(double) + sizeof(uint32_t) + kk * sizeof(uint64_t) +
-                             (need_d ? kk * sizeof(double) : 0) + ovf * 2 * sizeof(u64);
+    const int bits = morton_bits(t->dims), end_bit = bits * t->dims;
+    const size_t per_query = D * sizeof(double) + 2 * sizeof(u64) + 2 * sizeof(uint32_t) + 16 +
+                             (host ? D * es + kk * sizeof(uint64_t) : 0) +
+                             (own_d && need_d ? kk * sizeof(double) : 0) + ovf * 2 * sizeof(u64);
+    const double *root = grove__kd_root_box(t);
+    RootBox rb;
     grove_status st;
 
+    memset(&rb, 0, sizeof rb);
+    for (size_t d = 0; d < D; d++) {
+        rb.lo[d] = root[d];
+        rb.hi[d] = root[D + d];
+    }
     R->batch = BUDGET / per_query;
     if (R->batch > KNN_MAX_BATCH) R->batch = KNN_MAX_BATCH;
     if (R->batch > nq) R->batch = nq;
     if (R->batch < 1) R->batch = 1;
-    GROVE_TRY(tree_upload(ctx, t, &R->up, &R->t));
+    GROVE_TRY(tree_device(ctx, t, &R->up, &R->t));
     /* A smaller batch is slower but still right: halve it while the device is short. */
     for (;;) {
-        st = knn_bufs_alloc(ctx, R, D, kk, need_d, ovf);
+        st = knn_bufs_alloc(ctx, R, D, es, kk, host, need_d, own_d, ovf, end_bit);
         if (st != GROVE_ERR_DEVICE_OUT_OF_MEMORY || R->batch == 1) break;
         knn_bufs_free(ctx, R);
         R->batch /= 2;
     }
     GROVE_TRY(st);
-    GROVE_TRY(bucket_order(ctx, fn, order, nq, R->batch, &R->h_ord));
-    const Overflow ov = {(u64 *)R->ovn.p, (double *)R->ovl.p, R->batch};
     for (size_t qa = 0; qa < nq; qa += R->batch) {
         const size_t m = nq - qa < R->batch ? nq - qa : R->batch;
-        const unsigned g = blocks_for(m);
-        const uint32_t mm = (uint32_t)m;
-        const double *dq = (const double *)R->qs.p;
-        const uint32_t *dord = (const uint32_t *)R->ord.p;
-        u64 *oi = (u64 *)R->oi.p;
-        double *od = (double *)R->od.p;
-        GROVE_TRY(grove__cuda_h2d(ctx, R->qs.p, qx + qa * D, m * D * sizeof(double), s));
-        GROVE_TRY(grove__cuda_h2d(ctx, R->ord.p, R->h_ord + qa, m * sizeof(uint32_t), s));
-        with_shape(t->dims, t->type == GROVE_COORD_F64, [&](auto sh) {
-            typedef decltype(sh) S;
-            const DevTree &dt = R->t;
-            const int c = (int)cap;
-            if (heap)
-                knn_heap<S::D, S::F64><<<g, BLOCK, 0, s>>>(dt, dq, dord, mm, cap, k, ov, oi, od);
-            else if (c <= 1)
-                knn_reg<1, S::D, S::F64><<<g, BLOCK, 0, s>>>(dt, dq, dord, mm, c, k, ov, oi, od);
-            else if (c <= 8)
-                knn_reg<8, S::D, S::F64><<<g, BLOCK, 0, s>>>(dt, dq, dord, mm, c, k, ov, oi, od);
-            else if (c <= 16)
-                knn_reg<16, S::D, S::F64><<<g, BLOCK, 0, s>>>(dt, dq, dord, mm, c, k, ov, oi, od);
-            else
-                knn_reg<REG_MAX, S::D, S::F64>
-                    <<<g, BLOCK, 0, s>>>(dt, dq, dord, mm, c, k, ov, oi, od);
-        });
-        GROVE_CUDA_LAUNCHED(ctx, "k-d tree kNN kernel");
-        GROVE_TRY(grove__cuda_d2h(ctx, indices + qa * kk, oi, m * kk * sizeof(uint64_t), s));
-        if (dist2) GROVE_TRY(grove__cuda_d2h(ctx, dist2 + qa * kk, od, m * kk * sizeof(double), s));
+        const void *raw = (const unsigned char *)q->data + qa * D * es;
+        u64 *oi = host ? (u64 *)R->oi.p : (u64 *)indices + qa * kk;
+        double *od = own_d ? (double *)R->od.p : dist2 + qa * kk;
+        if (host) {
+            GROVE_TRY(grove__cuda_h2d(ctx, R->qraw.p, raw, m * D * es, s));
+            raw = R->qraw.p;
+        }
+        GROVE_TRY(knn_batch(ctx, t, R, raw, q->type, m, k, cap, rb, bits, end_bit, oi, od));
+        if (host) {
+            GROVE_TRY(grove__cuda_d2h(ctx, indices + qa * kk, oi, m * kk * sizeof(uint64_t), s));
+            if (dist2)
+                GROVE_TRY(grove__cuda_d2h(ctx, dist2 + qa * kk, od, m * kk * sizeof(double), s));
+        }
     }
     return grove__cuda_sync(ctx, s, "k-d tree kNN");
 }
@@ -1094,7 +1213,7 @@ grove_status radius_run(grove_ctx *ctx, const char *fn, const grove_kdtree *t, c
     if (R->chunk > QCHUNK) R->chunk = QCHUNK;
     if (R->chunk > nq) R->chunk = nq;
     if (R->chunk < 1) R->chunk = 1;
-    GROVE_TRY(tree_upload(ctx, t, &R->up, &R->t));
+    GROVE_TRY(tree_device(ctx, t, &R->up, &R->t));
     for (;;) {
         st = radius_chunk_alloc(ctx, R, D, ovf);
         if (st != GROVE_ERR_DEVICE_OUT_OF_MEMORY || R->chunk == 1) break;
@@ -1221,27 +1340,35 @@ grove_status radius_run(grove_ctx *ctx, const char *fn, const grove_kdtree *t, c
 
 } /* namespace */
 
-extern "C" grove_status grove__kd_knn_cuda(grove_ctx *ctx, const char *fn, const grove_kdtree *t,
-                                           const double *qx, const uint64_t *order, size_t nq,
-                                           int k, uint64_t *indices, double *dist2)
+extern "C" grove_status grove__kd_knn_cuda(grove_ctx *ctx, const grove_kdtree *t,
+                                           const grove_coords *q, int host, int k,
+                                           uint64_t *indices, double *dist2)
 {
     KnnRun R;
     grove_status st;
-    const size_t kk = (size_t)k;
+    const size_t kk = (size_t)k, nq = q->n;
     if (nq == 0) return GROVE_OK;
-    if (t->n == 0) { /* every row is padding */
+    if (t->n == 0 && host) { /* every row is padding */
         for (size_t i = 0; i < nq * kk; i++) {
             indices[i] = UINT64_MAX;
             if (dist2) dist2[i] = INFINITY;
         }
         return GROVE_OK;
     }
+    GROVE_TRY(grove__cuda_use(ctx));
+    if (t->n == 0) {
+        const size_t count = nq * kk;
+        const size_t g = (count + BLOCK - 1) / BLOCK;
+        knn_pad<<<(unsigned)(g < 4096 ? g : 4096), BLOCK, 0, stream_of(ctx)>>>((u64 *)indices,
+                                                                              dist2, count);
+        GROVE_CUDA_LAUNCHED(ctx, "k-d tree kNN padding kernel");
+        return grove__cuda_sync(ctx, ctx->stream, "k-d tree kNN");
+    }
     memset(&R, 0, sizeof R);
-    st = grove__cuda_use(ctx);
-    if (st == GROVE_OK) st = knn_run(ctx, fn, t, qx, order, nq, k, indices, dist2, &R);
+    st = knn_run(ctx, t, q, host != 0, k, indices, dist2, &R);
     knn_bufs_free(ctx, &R);
     tree_free(ctx, &R.up);
-    free(R.h_ord);
+    if (st != GROVE_OK) cudaStreamSynchronize(stream_of(ctx)); /* kernels may still run */
     return st;
 }
 
