@@ -75,6 +75,50 @@ void grove_points_free(grove_points *p);
 grove_status grove_points_write(grove_ctx *ctx, const char *path, grove_point_format fmt,
                                 const grove_points *p);
 
+/* ---- point clouds: double coordinates with optional attributes ---- */
+
+/* n points with double x, y, z and, where the file has them, 16-bit colour and intensity. */
+typedef struct grove_cloud {
+    double *xyz;         /* 3 * n; NULL when n == 0 */
+    uint16_t *rgb;       /* 3 * n (LAS range 0..65535; 8-bit sources are scaled by 257), or NULL */
+    uint16_t *intensity; /* n, or NULL */
+    size_t n;
+    int has_scale;       /* 1 for LAS: its scale and offset below (x = X * scale + offset) */
+    double scale[3], offset[3];
+} grove_cloud;
+
+typedef enum grove_cloud_format {
+    GROVE_CLOUD_AUTO = 0, /* by extension: .las LAS, .laz LAZ (not supported), .ply PLY,
+                             .csv .txt .xyz text; else by the first bytes: "LASF" LAS, "ply"
+                             and a newline PLY, else text (such a file is opened twice, so a
+                             pipe carrying LAS needs a .las name or GROVE_CLOUD_LAS) */
+    GROVE_CLOUD_LAS = 1,  /* LAS 1.2-1.4, uncompressed, point formats 0-3 and 6-8 */
+    GROVE_CLOUD_PLY = 2,  /* PLY vertex x, y, z; red, green, blue and intensity when present */
+    GROVE_CLOUD_TEXT = 3  /* text x y z (extra columns ignored) */
+} grove_cloud_format;
+
+/*! grove_cloud_read() :
+ *  Reads a 3-D point cloud. LAS: the header's scale and offset are applied in double; errors
+ *  name the file and the header field or the point record ("FILE: point record R: ...");
+ *  compressed LAZ files and other point formats are GROVE_ERR_UNSUPPORTED with a message
+ *  saying so. PLY and text go through the readers above (float precision, then widened).
+ *  *out is overwritten ({0} on failure); free with grove_cloud_free().
+ *  @return GROVE_OK, GROVE_ERR_INVALID_ARG, GROVE_ERR_BAD_INPUT, GROVE_ERR_UNSUPPORTED,
+ *  GROVE_ERR_IO, GROVE_ERR_LIMIT, GROVE_ERR_OUT_OF_MEMORY. */
+grove_status grove_cloud_read(grove_ctx *ctx, const char *path, grove_cloud_format fmt,
+                              grove_cloud *out);
+
+/*! grove_cloud_write_ply() :
+ *  Writes binary little-endian PLY: double x, y, z, then ushort red, green, blue and
+ *  intensity where the cloud has them. Temporary file, then rename.
+ *  @return GROVE_OK, GROVE_ERR_INVALID_ARG (NULL ctx/path/c, c->xyz NULL with n > 0),
+ *  GROVE_ERR_BAD_INPUT (a NaN or infinite coordinate: nothing is written), GROVE_ERR_IO,
+ *  GROVE_ERR_OUT_OF_MEMORY. */
+grove_status grove_cloud_write_ply(grove_ctx *ctx, const char *path, const grove_cloud *c);
+
+/*! grove_cloud_free() : frees the arrays and zeroes the struct. Accepts NULL. */
+void grove_cloud_free(grove_cloud *c);
+
 #ifdef __cplusplus
 }
 #endif

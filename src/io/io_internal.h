@@ -75,4 +75,18 @@ grove_status grove__pts_reserve(grove_ctx *ctx, grove_points *out, size_t *cap, 
 grove_status grove__read_text(grove__rd *r, int dims, grove_points *out);
 grove_status grove__read_ply(grove__rd *r, int dims, grove_points *out);
 
+/* The PLY reader for grove_cloud_read: 3-D points into out (as grove__read_ply with dims 3),
+ * and the vertex element's red, green, blue (all three, uchar scaled by 257 or ushort) and
+ * intensity (uchar scaled by 257 or ushort) as new arrays of 3 * out->n and out->n values, or
+ * NULL where the element has no such properties of those types (and when out->n is 0 or on
+ * failure). The arrays may be longer than out->n; the caller frees them. */
+grove_status grove__read_ply_cloud(grove__rd *r, grove_points *out, uint16_t **rgb,
+                                   uint16_t **intensity);
+
+/* The LAS reader (io_las.c): fills *out, which is zeroed; on failure the caller frees it. */
+grove_status grove__read_las(grove_ctx *ctx, const char *path, grove_cloud *out);
+
+/* GROVE_ERR_UNSUPPORTED with the message for a compressed (LAZ) file. */
+grove_status grove__las_laz(grove_ctx *ctx, const char *path);
+
 #endif /* GROVE_IO_INTERNAL_H */

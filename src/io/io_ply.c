@@ -1,10 +1,11 @@
 /*
  * io_ply.c - PLY point files: ascii, binary_little_endian and binary_big_endian 1.0.
  *
- * Only the vertex element's x, y and z are kept. Elements before it are read and skipped
- * record by record (list properties need their counts decoded); elements after it are not read
- * at all, since nothing in them changes the points. Byte order is decoded explicitly, so the
- * reader works on hosts of either endianness.
+ * Only the vertex element's x, y and z are kept (and, for grove__read_ply_cloud, its red, green,
+ * blue and intensity). Elements before it are read and skipped record by record (list
+ * properties need their counts decoded); elements after it are not read at all, since nothing
+ * in them changes the points. Byte order is decoded explicitly, so the reader works on hosts of
+ * either endianness.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -32,8 +33,14 @@ typedef struct prop {
     ptype type;
     int list;
     ptype count_type; /* lists only */
-    int role;         /* vertex element: 0 x, 1 y, 2 z; -1 a property that is skipped */
+    int role;         /* vertex element: an R_ value; -1 a property that is skipped */
 } prop;
+
+/* Roles of vertex properties. The attribute roles are given only when the caller asked for
+ * attributes (grove__read_ply_cloud), so grove__read_ply treats such names like any other
+ * property and its behaviour does not depend on them. */
+enum { R_X, R_Y, R_Z, R_RED, R_GREEN, R_BLUE, R_INTENSITY, R_COUNT };
+static const char *const role_name[R_COUNT] = {"x", "y", "z", "red", "green", "blue", "intensity"};
 
 typedef struct elem {
     char name[NAME_LEN];
@@ -52,6 +59,12 @@ typedef struct ply {
     elem *el;
     size_t nel, cap;
     int dims; /* requested, then resolved */
+    /* grove__read_ply_cloud only: attrs asks for the attribute roles; has_rgb / has_int say
+     * which the vertex element has in a supported type; rgb (3 per point) and inten follow
+     * out->xyz's capacity, acap. */
+    int attrs, has_rgb, has_int;
+    uint16_t *rgb, *inten;
+    size_t acap;
 } ply;
 
 static int is_blank(char c) { return c == ' ' || c == '\t'; }
@@ -169,7 +182,7 @@ static grove_status add_prop(ply *s, const prop *p)
 /* Checks the vertex element once its properties are known. */
 static grove_status check_vertex(ply *s, elem *e)
 {
-    int have[3] = {0, 0, 0};
+    int have[R_COUNT] = {0};
     size_t i;
     for (i = 0; i < e->nprops; i++)
         if (e->props[i].role >= 0) have[e->props[i].role] = 1;
@@ -186,6 +199,21 @@ static grove_status check_vertex(ply *s, elem *e)
     if (s->dims == 2)
         for (i = 0; i < e->nprops; i++)
             if (e->props[i].role == 2) e->props[i].role = -1;
+    if (s->attrs) {
+        /* Colour needs all three channels; 8-bit and 16-bit unsigned types are read, any
+         * other type (float colours, say) is left out rather than guessed at. */
+        int ok[R_COUNT] = {0};
+        for (i = 0; i < e->nprops; i++)
+            if (e->props[i].role >= R_RED)
+                ok[e->props[i].role] = e->props[i].type == T_U8 || e->props[i].type == T_U16;
+        s->has_rgb = ok[R_RED] && ok[R_GREEN] && ok[R_BLUE];
+        s->has_int = ok[R_INTENSITY];
+        for (i = 0; i < e->nprops; i++) {
+            int rl = e->props[i].role;
+            if ((rl >= R_RED && rl <= R_BLUE && !s->has_rgb) || (rl == R_INTENSITY && !s->has_int))
+                e->props[i].role = -1;
+        }
+    }
     return GROVE_OK;
 }
 
@@ -287,6 +315,14 @@ static grove_status read_header(ply *s)
                     if (el->props[i].role == pr.role)
                         return herr(s, "second vertex property '", pr.name);
                 if (pr.list) return herr(s, "vertex property is a list, not a number: '", pr.name);
+            } else if (el->vertex && s->attrs && !pr.list) {
+                int k;
+                size_t i;
+                for (k = R_RED; k < R_COUNT; k++)
+                    if (tok_is(nm, nml, role_name[k])) pr.role = k;
+                for (i = 0; pr.role >= 0 && i < el->nprops; i++)
+                    if (el->props[i].role == pr.role)
+                        return herr(s, "second vertex property '", pr.name);
             }
             GROVE_TRY(add_prop(s, &pr));
         } else if (tok_is(t[0], tl[0], "end_header")) {
@@ -383,14 +419,48 @@ static grove_status bin_value_error(ply *s, uint64_t rec, const prop *p, int rc,
                         p->name, v);
 }
 
+/* Room for `want` points, and their attributes when the cloud reader asked for them. */
+static grove_status reserve(ply *s, grove_points *out, size_t *cap, size_t want, size_t limit)
+{
+    GROVE_TRY(grove__pts_reserve(s->r->ctx, out, cap, want, limit));
+    if (*cap > s->acap && (s->has_rgb || s->has_int)) {
+        if (s->has_rgb) {
+            uint16_t *p = (uint16_t *)realloc(s->rgb, *cap * 3 * sizeof *p);
+            if (!p) goto _nomem;
+            s->rgb = p;
+        }
+        if (s->has_int) {
+            uint16_t *p = (uint16_t *)realloc(s->inten, *cap * sizeof *p);
+            if (!p) goto _nomem;
+            s->inten = p;
+        }
+        s->acap = *cap;
+    }
+    return GROVE_OK;
+_nomem:
+    return grove__error(s->r->ctx, GROVE_ERR_OUT_OF_MEMORY,
+                        "%s: out of memory for the colours of %zu points", s->r->path, *cap);
+}
+
+/* An attribute value (its type is uchar or ushort, see check_vertex) as 16 bits: 8-bit values
+ * are scaled by 257 so that 255 becomes 65535, as in LAS. */
+static uint16_t attr16(long long v, ptype t) { return (uint16_t)(t == T_U8 ? v * 257 : v); }
+
+/* Stores point i's attributes a[R_RED - R_RED .. R_INTENSITY - R_RED]. */
+static void put_attrs(ply *s, size_t i, const uint16_t *a)
+{
+    if (s->has_rgb) memcpy(s->rgb + 3 * i, a, 3 * sizeof *a);
+    if (s->has_int) s->inten[i] = a[3];
+}
+
 /* ---- binary body ---- */
 
 /* Vertex records of fixed size: whole buffered records are decoded in one sweep. */
 static grove_status bin_vertex_fixed(ply *s, const elem *e, size_t recsize, grove_points *out)
 {
     grove__rd *r = s->r;
-    size_t off[3] = {0, 0, 0}, cap = 0, o = 0, i;
-    const prop *pr[3] = {NULL, NULL, NULL};
+    size_t off[R_COUNT] = {0}, cap = 0, o = 0, i;
+    const prop *pr[R_COUNT] = {NULL};
     int be = s->format == FMT_BE, dims = s->dims, d;
     for (i = 0; i < e->nprops; i++) {
         if (e->props[i].role >= 0) {
@@ -405,7 +475,7 @@ static grove_status bin_vertex_fixed(ply *s, const elem *e, size_t recsize, grov
         if (avail < recsize) return truncated(s, e, out->n);
         m = avail / recsize;
         if (m > e->count - out->n) m = (size_t)(e->count - out->n);
-        GROVE_TRY(grove__pts_reserve(r->ctx, out, &cap, out->n + m, (size_t)e->count));
+        GROVE_TRY(reserve(s, out, &cap, out->n + m, (size_t)e->count));
         for (j = 0; j < m; j++) {
             const unsigned char *rec = (const unsigned char *)r->buf + r->beg + j * recsize;
             float *pt = out->xyz + (out->n + j) * (size_t)dims;
@@ -413,6 +483,13 @@ static grove_status bin_vertex_fixed(ply *s, const elem *e, size_t recsize, grov
                 double v = load_value(rec + off[d], pr[d]->type, be);
                 int rc = to_float(v, &pt[d]);
                 if (rc != GROVE__NUM_OK) return bin_value_error(s, out->n + j, pr[d], rc, v);
+            }
+            if (s->has_rgb || s->has_int) {
+                uint16_t a[4] = {0, 0, 0, 0};
+                for (d = R_RED; d < R_COUNT; d++)
+                    if (pr[d])
+                        a[d - R_RED] = attr16(load_int(rec + off[d], pr[d]->type, be), pr[d]->type);
+                put_attrs(s, out->n + j, a);
             }
         }
         r->beg += m * recsize;
@@ -445,6 +522,7 @@ static grove_status bin_element(ply *s, const elem *e, grove_points *out)
     }
     for (rec = 0; rec < e->count; rec++) {
         float pt[3] = {0, 0, 0};
+        uint16_t a[4] = {0, 0, 0, 0};
         for (i = 0; i < e->nprops; i++) {
             const prop *p = &e->props[i];
             size_t avail;
@@ -468,7 +546,10 @@ static grove_status bin_element(ply *s, const elem *e, grove_points *out)
                 size_t sz = (size_t)type_size[p->type];
                 GROVE_TRY(grove__rd_need(r, sz, &avail));
                 if (avail < sz) return truncated(s, e, rec);
-                if (p->role >= 0) {
+                if (p->role >= R_RED) {
+                    long long v = load_int((const unsigned char *)r->buf + r->beg, p->type, be);
+                    a[p->role - R_RED] = attr16(v, p->type);
+                } else if (p->role >= 0) {
                     double v = load_value((const unsigned char *)r->buf + r->beg, p->type, be);
                     int rc = to_float(v, &pt[p->role]);
                     if (rc != GROVE__NUM_OK) return bin_value_error(s, rec, p, rc, v);
@@ -477,8 +558,9 @@ static grove_status bin_element(ply *s, const elem *e, grove_points *out)
             }
         }
         if (e->vertex) {
-            GROVE_TRY(grove__pts_reserve(r->ctx, out, &cap, out->n + 1, (size_t)e->count));
+            GROVE_TRY(reserve(s, out, &cap, out->n + 1, (size_t)e->count));
             memcpy(out->xyz + out->n * (size_t)s->dims, pt, (size_t)s->dims * sizeof(float));
+            if (s->has_rgb || s->has_int) put_attrs(s, out->n, a);
             out->n++;
         }
     }
@@ -530,6 +612,7 @@ static grove_status ascii_element(ply *s, const elem *e, grove_points *out)
         size_t len, tl, i;
         int got;
         float pt[3] = {0, 0, 0};
+        uint16_t a[4] = {0, 0, 0, 0};
         unsigned long long ln, rr = (unsigned long long)rec;
         do {
             GROVE_TRY(grove__rd_line(r, &line, &len, &got));
@@ -562,6 +645,11 @@ static grove_status ascii_element(ply *s, const elem *e, grove_points *out)
                                             "%s:%llu: %s record %llu: list property %s has %lld "
                                             "values, its count says %lld",
                                             r->path, ln, e->name, rr, pr->name, k, cnt);
+            } else if (pr->role >= R_RED) {
+                long long v;
+                if (!parse_int(t, tl, &v) || !int_in_range(v, pr->type))
+                    return ascii_value_error(s, e, rec, pr, GROVE__NUM_BAD, t, tl);
+                a[pr->role - R_RED] = attr16(v, pr->type);
             } else if (pr->role >= 0) {
                 int rc;
                 if (pr->type == T_F32 || pr->type == T_F64) {
@@ -581,39 +669,66 @@ static grove_status ascii_element(ply *s, const elem *e, grove_points *out)
                                 "properties",
                                 r->path, ln, e->name, rr, e->nprops);
         if (e->vertex) {
-            GROVE_TRY(grove__pts_reserve(r->ctx, out, &cap, out->n + 1, (size_t)e->count));
+            GROVE_TRY(reserve(s, out, &cap, out->n + 1, (size_t)e->count));
             memcpy(out->xyz + out->n * (size_t)s->dims, pt, (size_t)s->dims * sizeof(float));
+            if (s->has_rgb || s->has_int) put_attrs(s, out->n, a);
             out->n++;
         }
     }
     return GROVE_OK;
 }
 
-grove_status grove__read_ply(grove__rd *r, int dims, grove_points *out)
+static grove_status read_ply(ply *s, grove_points *out)
 {
-    ply s;
+    grove__rd *r = s->r;
     grove_status st = GROVE_OK;
     size_t i;
-    memset(&s, 0, sizeof s);
-    s.r = r;
-    s.dims = dims;
-    GROVE_TRY_END(st, read_header(&s));
-    out->dims = s.dims;
-    for (i = 0; i < s.nel; i++) {
-        const elem *e = &s.el[i];
+    GROVE_TRY_END(st, read_header(s));
+    out->dims = s->dims;
+    for (i = 0; i < s->nel; i++) {
+        const elem *e = &s->el[i];
         if (e->vertex && e->count > SIZE_MAX / (3 * sizeof(float))) {
             st = grove__error(r->ctx, GROVE_ERR_LIMIT, "%s: %llu vertices do not fit in memory",
                               r->path, (unsigned long long)e->count);
             goto _end;
         }
-        if (s.format == FMT_ASCII)
-            GROVE_TRY_END(st, ascii_element(&s, e, out));
+        if (s->format == FMT_ASCII)
+            GROVE_TRY_END(st, ascii_element(s, e, out));
         else
-            GROVE_TRY_END(st, bin_element(&s, e, out));
+            GROVE_TRY_END(st, bin_element(s, e, out));
         if (e->vertex) break; /* later elements cannot change the points */
     }
 _end:
-    for (i = 0; i < s.nel; i++) free(s.el[i].props);
-    free(s.el);
+    for (i = 0; i < s->nel; i++) free(s->el[i].props);
+    free(s->el);
+    return st;
+}
+
+grove_status grove__read_ply(grove__rd *r, int dims, grove_points *out)
+{
+    ply s;
+    memset(&s, 0, sizeof s);
+    s.r = r;
+    s.dims = dims;
+    return read_ply(&s, out);
+}
+
+grove_status grove__read_ply_cloud(grove__rd *r, grove_points *out, uint16_t **rgb,
+                                   uint16_t **intensity)
+{
+    ply s;
+    grove_status st;
+    memset(&s, 0, sizeof s);
+    s.r = r;
+    s.dims = 3;
+    s.attrs = 1;
+    st = read_ply(&s, out);
+    if (st != GROVE_OK || out->n == 0) {
+        free(s.rgb);
+        free(s.inten);
+        s.rgb = s.inten = NULL;
+    }
+    *rgb = s.rgb;
+    *intensity = s.inten;
     return st;
 }
