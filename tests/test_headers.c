@@ -6,6 +6,8 @@
 #include "grove/quadtree.h"
 #include "grove/kdtree.h"
 #include "grove/mri.h"
+#include "grove/octree.h"
+#include "grove/bezier.h"
 #include "grove/prim.h"
 #include "grove/grove.h"
 #include "grove/io.h"
@@ -33,6 +35,10 @@ int main(void)
     grove_points_free(NULL); /* accepts NULL */
     grove_quadtree_destroy(NULL);
     grove_kdtree_destroy(NULL);
+    grove_octree_destroy(NULL);
+    grove_cloud_free(NULL);
+    grove_curves_free(NULL);
+    grove_polylines_free(NULL);
     grove_ctx_destroy(ctx);
     printf("test_headers: %s (grove %s)\n", failures ? "FAILED" : "ok", grove_version());
     return failures ? 1 : 0;

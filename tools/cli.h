@@ -217,6 +217,8 @@ int cmd_quadtree(int argc, char **argv);
 int cmd_kdtree(int argc, char **argv); /* cmd_kdtree.c: `grove kdtree build` */
 int cmd_knn(int argc, char **argv);    /* cmd_kdtree.c: `grove knn` */
 int cmd_mri(int argc, char **argv);    /* cmd_mri.c: `grove mri q|fhd|phantom|recon` */
+int cmd_octree(int argc, char **argv); /* cmd_octree.c: `grove octree build|query|export` */
+int cmd_bezier(int argc, char **argv); /* cmd_bezier.c: `grove bezier` */
 /* cmd_mri_recon.c: `grove mri phantom` and `grove mri recon`, called by cmd_mri (argv[0] is the
  * subcommand's name). */
 int cmd_mri_phantom(int argc, char **argv);
@@ -254,6 +256,10 @@ int cli_demo_quadtree(cli_demo *d);
 int cli_demo_kdtree(cli_demo *d);
 /* The mri part (demo_mri.c), same contract. */
 int cli_demo_mri(cli_demo *d);
+/* The octree part (demo_octree.c), same contract. */
+int cli_demo_octree(cli_demo *d);
+/* The bezier part (demo_bezier.c), same contract. */
+int cli_demo_bezier(cli_demo *d);
 
 /* Draws tree t to an SVG file at path (cmd_quadtree.c): points (a deterministic sample above
  * 100,000) and node boxes (down to the deepest level with at most 50,000 boxes). `what` names

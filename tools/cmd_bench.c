@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "bench.h"
+#include "bench_bezier.h"
 #include "bench_mri.h"
+#include "bench_octree.h"
 #include "cli.h"
 #include "grove/prim.h"
 
@@ -15,6 +17,8 @@ static int bench_prim(int argc, char **argv);
 static int bench_quadtree(int argc, char **argv);
 static int bench_kdtree(int argc, char **argv);
 static int bench_mri(int argc, char **argv);
+static int bench_octree(int argc, char **argv);
+static int bench_bezier(int argc, char **argv);
 
 static const cli_command suites[] = {
     {"prim", "scan, segmented scan, split, compaction, reduce, sort, ... beside CUB", bench_prim},
@@ -23,6 +27,9 @@ static const cli_command suites[] = {
      bench_kdtree},
     {"mri", "the MRI Q and FHD sums: every CUDA kernel beside the special-function-unit bound",
      bench_mri},
+    {"octree", "octree builds and the counting pass (aggregated vs plain atomics) beside a sort",
+     bench_octree},
+    {"bezier", "Bezier tessellation, cdp and flat, beside the device copy bandwidth", bench_bezier},
 };
 #define NUM_SUITES ((int)(sizeof suites / sizeof suites[0]))
 
@@ -190,7 +197,7 @@ static void print_table_floor(const grove_bench_row *rows, int nrows, const char
 static void print_table(const grove_bench_row *rows, int nrows, const char *suite,
                         const char *backend)
 {
-    if (strcmp(suite, "prim") != 0) {
+    if (strcmp(suite, "prim") != 0 && strcmp(suite, "bezier") != 0) {
         print_table_floor(rows, nrows, suite, backend);
         return;
     }
@@ -285,6 +292,18 @@ static int bench_kdtree(int argc, char **argv)
 static int bench_mri(int argc, char **argv)
 {
     return run_suite(argc, argv, "mri", grove_bench_mri, usage_mri, 2, 10, (size_t)1 << 31);
+}
+
+static int bench_octree(int argc, char **argv)
+{
+    return run_suite(argc, argv, "octree", grove_bench_octree, grove_bench_octree_usage, 2, 10,
+                     (size_t)GROVE_OCTREE_MAX_N);
+}
+
+static int bench_bezier(int argc, char **argv)
+{
+    return run_suite(argc, argv, "bezier", grove_bench_bezier, grove_bench_bezier_usage, 2, 10,
+                     (size_t)1 << 30);
 }
 
 static int run_suite(int argc, char **argv, const char *name, suite_fn fn, void (*usage_fn)(FILE *),

@@ -36,6 +36,8 @@ static const demo_part parts[] = {
     {"quadtree", cli_demo_quadtree},
     {"kdtree", cli_demo_kdtree},
     {"mri", cli_demo_mri},
+    {"octree", cli_demo_octree},
+    {"bezier", cli_demo_bezier},
 };
 #define NUM_PARTS ((int)(sizeof parts / sizeof parts[0]))
 

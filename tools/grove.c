@@ -16,6 +16,10 @@ static const cli_command commands[] = {
     {"kdtree", "k-d trees of 2-D and 3-D points: build and save", cmd_kdtree},
     {"knn", "k nearest neighbours, or those within a radius, from a k-d tree", cmd_knn},
     {"mri", "non-Cartesian MRI: Q and FHD sums, phantoms, reconstruction", cmd_mri},
+    {"octree", "octrees of large 3-D point clouds: build (Potree output), query, export",
+     cmd_octree},
+    {"bezier", "adaptive tessellation of Bezier curves (text or SVG in, CSV or SVG out)",
+     cmd_bezier},
 };
 #define NUM_COMMANDS ((int)(sizeof commands / sizeof commands[0]))
 

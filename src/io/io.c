@@ -432,20 +432,27 @@ static void wb_put(wbuf *w, const void *p, size_t n)
 /* %.9g (enough digits for any float to read back exactly) with '.' as the decimal point
  * whatever the locale: any run of bytes printf wrote that is not part of a C-locale number is
  * the locale's decimal point. */
+size_t grove__format_float(char *dst, float v)
+{
+    char t[48];
+    size_t k = 0;
+    int len = snprintf(t, sizeof t, "%.9g", (double)v);
+    /* whatever the locale's decimal point is (one or more bytes), it becomes '.' */
+    for (int i = 0; i < len && k < 31; i++) {
+        char c = t[i];
+        if (is_digit(c) || c == '-' || c == '+' || c == 'e' || c == 'E')
+            dst[k++] = c;
+        else if (k == 0 || dst[k - 1] != '.')
+            dst[k++] = '.';
+    }
+    dst[k] = '\0';
+    return k;
+}
+
 static void wb_float(wbuf *w, float v)
 {
-    char t[64], u[64];
-    size_t i, k = 0;
-    int len = snprintf(t, sizeof t, "%.9g", (double)v);
-    for (i = 0; i < (size_t)len && k < sizeof u; i++) {
-        char c = t[i];
-        if (is_digit(c) || c == '-' || c == '+' || c == 'e' || c == 'E') {
-            u[k++] = c;
-        } else if (k == 0 || u[k - 1] != '.') {
-            u[k++] = '.';
-        }
-    }
-    wb_put(w, u, k);
+    char u[32];
+    wb_put(w, u, grove__format_float(u, v));
 }
 
 static void wb_u32le(wbuf *w, uint32_t v)

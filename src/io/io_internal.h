@@ -63,6 +63,10 @@ int grove__parse_float(char *s, size_t len, float *out);
  * or is a NaN/infinity spelling): such a field is data, never header text. */
 int grove__looks_numeric(const char *s, size_t len);
 
+/* Writes v with 9 significant digits ("%.9g", so it reads back bit-exact) and '.' as the decimal
+ * point whatever the locale, NUL-terminated, to dst (32 bytes); returns the length. */
+size_t grove__format_float(char *dst, float v);
+
 /* Writes s[0..len) for a message: at most 40 bytes, control bytes as '?', "..." if cut. */
 void grove__quote(char *dst, size_t dst_size, const char *s, size_t len);
 

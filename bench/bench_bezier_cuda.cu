@@ -1,0 +1,190 @@
+/*
+ * bench_bezier_cuda.cu - the GPU rows of `grove bench bezier` (bench_bezier.c describes them):
+ * the curves go to the device once; a device-to-device copy of the output's size gives the
+ * bandwidth of this run; each variant's grove_bezier_tessellate_device call is checked against
+ * the CPU result, then timed with CUDA events on the context's stream.
+ */
+#include <cuda_runtime.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_cuda.h"
+#include "core_cuda.h"
+#include "grove/bezier.h"
+
+/* bezier_cuda.h's hook: the tile writer by single vertices instead of pairs */
+extern "C" void grove__bz_flat_tune(int single);
+
+namespace
+{
+
+struct Dev {
+    grove_ctx *ctx;
+    cudaStream_t s;
+    float *cp, *xy, *xy2;
+    uint8_t *deg;
+    uint64_t *off;
+    cudaEvent_t e0, e1;
+    ~Dev()
+    {
+        cudaStreamSynchronize(s);
+        void *b[] = {cp, xy, xy2, deg, off};
+        for (void *p : b)
+            if (p) cudaFree(p);
+        if (e0) cudaEventDestroy(e0);
+        if (e1) cudaEventDestroy(e1);
+        cudaGetLastError(); /* teardown after a failure must not leave an error behind */
+    }
+};
+
+#define BTRY(d, call, what) GROVE_CUDA_TRY((d).ctx, call, what)
+
+template <typename F> grove_status time_ms(Dev &d, int warmup, int repeats, F run, double *ms)
+{
+    double *t = (double *)malloc((size_t)(repeats > 0 ? repeats : 1) * sizeof(double));
+    if (!t) return grove__error(d.ctx, GROVE_ERR_OUT_OF_MEMORY, "bench bezier: timing buffer");
+    grove_status st = GROVE_OK;
+    for (int i = 0; i < warmup + repeats; i++) {
+        float f = 0;
+        cudaEventRecord(d.e0, d.s);
+        if ((st = run()) != GROVE_OK) break;
+        cudaEventRecord(d.e1, d.s);
+        cudaError_t e = cudaEventSynchronize(d.e1);
+        if (e == cudaSuccess) e = cudaEventElapsedTime(&f, d.e0, d.e1);
+        if (e != cudaSuccess) {
+            st = grove__cuda_status(d.ctx, (int)e, "bench bezier: timing");
+            break;
+        }
+        if (i >= warmup) t[i - warmup] = f;
+    }
+    if (st == GROVE_OK) *ms = grove__bench_median(t, repeats);
+    free(t);
+    return st;
+}
+
+} // namespace
+
+extern "C" grove_status grove__bench_bezier_cuda(grove_ctx *ctx, const grove_curves *in,
+                                                 const grove_polylines *ref, const char *size_name,
+                                                 int warmup, int repeats, grove_bench_row *rows,
+                                                 int max_rows, int *nrows)
+{
+    const size_t n = in->n;
+    const uint64_t tv = ref->n_vertices;
+    const size_t xy_bytes = (size_t)tv * 2 * sizeof(float);
+    const double bytes = 41.0 * (double)n + 8.0 * (double)tv;
+    Dev d = {ctx, (cudaStream_t)ctx->stream, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    float *h_xy = (float *)malloc(xy_bytes ? xy_bytes : 1);
+    uint64_t *h_off = (uint64_t *)malloc((n + 1) * sizeof(uint64_t));
+    grove_status st = GROVE_OK;
+    double copy_gbps = 0, ms = 0;
+    char op[48];
+    if (!h_xy || !h_off) {
+        free(h_xy);
+        free(h_off);
+        return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "bench bezier: host result buffers");
+    }
+#define ETRY(call, what)                                                                           \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            st = grove__cuda_status(ctx, (int)e_, what);                                           \
+            goto _end;                                                                             \
+        }                                                                                          \
+    } while (0)
+    ETRY(cudaEventCreate(&d.e0), "bench bezier: events");
+    ETRY(cudaEventCreate(&d.e1), "bench bezier: events");
+    ETRY(cudaMalloc((void **)&d.cp, 8 * n * sizeof(float)), "bench bezier: curves");
+    ETRY(cudaMalloc((void **)&d.deg, n), "bench bezier: degrees");
+    ETRY(cudaMalloc((void **)&d.off, (n + 1) * sizeof(uint64_t)), "bench bezier: offsets");
+    ETRY(cudaMalloc((void **)&d.xy, xy_bytes + 16), "bench bezier: vertices");
+    ETRY(cudaMalloc((void **)&d.xy2, xy_bytes + 16), "bench bezier: copy target");
+    ETRY(cudaMemcpy(d.cp, in->cp, 8 * n * sizeof(float), cudaMemcpyHostToDevice),
+         "bench bezier: uploading the curves");
+    ETRY(cudaMemcpy(d.deg, in->degree, n, cudaMemcpyHostToDevice),
+         "bench bezier: uploading the degrees");
+
+    /* the copy: the CPU's vertices, copied on the device and checked */
+    ETRY(cudaMemcpy(d.xy, ref->xy, xy_bytes, cudaMemcpyHostToDevice), "bench bezier: copy input");
+    {
+        auto run = [&]() -> grove_status {
+            GROVE_CUDA_TRY(ctx,
+                           cudaMemcpyAsync(d.xy2, d.xy, xy_bytes, cudaMemcpyDeviceToDevice, d.s),
+                           "bench bezier: device-to-device copy");
+            return GROVE_OK;
+        };
+        GROVE_TRY_END(st, time_ms(d, warmup, repeats, run, &ms));
+        ETRY(cudaMemcpy(h_xy, d.xy2, xy_bytes, cudaMemcpyDeviceToHost), "bench bezier: copy check");
+        copy_gbps = ms > 0 ? 2.0 * (double)xy_bytes / (ms * 1e6) : 0;
+        snprintf(op, sizeof op, "copy_%s", size_name);
+        grove__bench_add_row(rows, max_rows, nrows, op, "copy", (size_t)tv, ms,
+                             2.0 * (double)xy_bytes, copy_gbps, 0.0,
+                             memcmp(h_xy, ref->xy, xy_bytes) == 0);
+    }
+
+    /* the count and scan alone (the part both variants share) */
+    if (*nrows < max_rows) {
+        grove_bezier_opts o;
+        uint64_t total = 0;
+        grove_bezier_default_opts(&o);
+        auto run = [&]() -> grove_status {
+            return grove_bezier_count_device(ctx, d.cp, d.deg, n, &o, d.off, &total);
+        };
+        GROVE_TRY_END(st, time_ms(d, warmup, repeats, run, &ms));
+        ETRY(cudaMemcpy(h_off, d.off, (n + 1) * sizeof(uint64_t), cudaMemcpyDeviceToHost),
+             "bench bezier: offsets");
+        snprintf(op, sizeof op, "count_scan_%s", size_name);
+        grove__bench_add_row(
+            rows, max_rows, nrows, op, "grove", n, ms, 41.0 * (double)n, copy_gbps, 0.0,
+            total == tv && !memcmp(h_off, ref->offsets, (n + 1) * sizeof(uint64_t)));
+    }
+
+    /* v: 0 flat (vertex pairs, the default), 1 flat by single vertices (the hook), 2 cdp */
+    for (int v = 0; v < 3 && *nrows < max_rows; v++) {
+        grove_bezier_opts o;
+        grove_bezier_stats bs;
+        uint64_t total = 0;
+        int checked, w = warmup, r = repeats;
+        grove_bezier_default_opts(&o);
+        o.variant = v == 2 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
+        grove__bz_flat_tune(v == 1);
+        auto run = [&]() -> grove_status {
+            return grove_bezier_tessellate_device(ctx, d.cp, d.deg, n, &o, d.off, d.xy, tv, &total,
+                                                  &bs);
+        };
+        /* the check run, poisoned output first; it also tells how long a call takes */
+        ETRY(cudaMemset(d.xy, 0xff, xy_bytes), "bench bezier: poisoning the output");
+        GROVE_TRY_END(st, time_ms(d, 0, 1, run, &ms));
+        ETRY(cudaMemcpy(h_xy, d.xy, xy_bytes, cudaMemcpyDeviceToHost), "bench bezier: result");
+        ETRY(cudaMemcpy(h_off, d.off, (n + 1) * sizeof(uint64_t), cudaMemcpyDeviceToHost),
+             "bench bezier: offsets");
+        checked = total == tv && memcmp(h_xy, ref->xy, xy_bytes) == 0 &&
+                  memcmp(h_off, ref->offsets, (n + 1) * sizeof(uint64_t)) == 0;
+        if (!checked)
+            grove__error(ctx, GROVE_ERR_INTERNAL,
+                         "bench bezier: %s %s differs from the CPU backend", size_name,
+                         v == 2 ? "cdp" : "flat");
+        if (ms > 200.0) { /* slow calls (cdp at 10^7): the check run was the warm-up */
+            w = 0;
+            r = repeats < 3 ? repeats : 3;
+        }
+        GROVE_TRY_END(st, time_ms(d, w, r, run, &ms));
+        grove__bz_flat_tune(0);
+        if (v == 2)
+            snprintf(op, sizeof op, "cdp_%s_launches=%llu", size_name,
+                     (unsigned long long)bs.child_launches);
+        else
+            snprintf(op, sizeof op, v ? "flat_single_%s" : "flat_%s", size_name);
+        grove__bench_add_row(rows, max_rows, nrows, op, "grove", (size_t)tv, ms, bytes, copy_gbps,
+                             0.0, checked);
+    }
+#undef ETRY
+_end:
+    grove__bz_flat_tune(0);
+    free(h_xy);
+    free(h_off);
+    return st;
+}

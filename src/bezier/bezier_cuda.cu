@@ -1,0 +1,497 @@
+/*
+ * bezier_cuda.cu - the CUDA tessellation: one single-pass kernel (count, scan by decoupled
+ * look-back, offsets, vertices); the host side of the `cdp` writer (the grouping, the
+ * pending-launch limit, chunks, the device flags), whose kernels are in bezier_cdp.cu; the
+ * host-pointer path of grove_bezier_tessellate.
+ *
+ * flat. A block takes a tile of kC curves in look-back order, counts them, publishes the tile's
+ * vertex total, looks back for its prefix, writes the tile's offsets and then the tile's vertices
+ * with bezier_internal.h's tile writer (coalesced stores, no search). The control points are read
+ * once (staged in shared memory for both the count and the vertices), and the host waits once,
+ * after the only kernel. docs/bezier-gpu.md has the floors and the figures.
+ */
+#include <cuda_runtime.h>
+
+#include <stdint.h>
+#include <string.h>
+
+#include "bezier_cuda.h"
+#include "core_cuda.h"
+/* 4 x 32 predecessors a look-back round trip: the tiles of a wave of blocks start together and
+ * find an inclusive predecessor hundreds of tiles back at first. Speed only. */
+#define GROVE_LB_W 4
+#include "../prim/lookback_cuda.cuh"
+
+/* ---- the launcher in bezier_cdp.cu ---- */
+
+extern "C" cudaError_t grove__bz_cdp_launch(const float *d_cp, const uint8_t *d_degree,
+                                            const uint64_t *d_offsets, uint64_t first,
+                                            uint64_t count, uint64_t group, uint32_t big,
+                                            int tabm, int pairs, float *d_xy,
+                                            unsigned long long *d_state, cudaStream_t stream);
+
+namespace
+{
+
+using namespace grove_bzk;
+
+/* cdp: launches one parent grid may queue at most (the pending-launch limit asked for), halved
+ * on refusal down to kChunkFloor (or the need when smaller). 2^17: a parent grid of 10^6 child
+ * launches had 40% of them refused on the H100 with the limit at 10^6 (the pool held about
+ * 6*10^5), so the default stays well below that. */
+constexpr size_t kChunkDefault = (size_t)1 << 17;
+constexpr size_t kChunkFloor = 16384;
+/* cdp grouping: a group child grid per kGroupDefault curves; a child of its own for each curve
+ * of at least kBigDefault vertices (only possible when max_points >= kBigDefault). */
+constexpr size_t kGroupDefault = (size_t)1 << 19;
+constexpr uint32_t kBigDefault = 1024;
+size_t g_chunk_max = 0, g_device_cap = 0, g_group = 0;
+uint32_t g_big = 0;
+int g_single = 0; /* grove__bz_flat_tune: one vertex a thread and step instead of pairs */
+
+/* Single pass over the curves (decoupled look-back, Merrill & Garland, with prim's tile states):
+ * a block takes the next tile id, stages the tile's curves, counts them, scans the counts,
+ * publishes the tile's total and looks back for the vertices before it, writes the tile's offsets
+ * and then its vertices below cap. The last tile writes off[n] and the total into st[S_TOTAL].
+ * The control points are read once; no pass waits for a separate scan. */
+template <bool kAligned, bool kPairs>
+__global__ void __launch_bounds__(kT, 5)
+    bz_fused(const float *__restrict__ cp, const uint8_t *__restrict__ deg, u64 n, grove__bz_rule r,
+             u64 *__restrict__ off, float *__restrict__ xy, u64 cap, uint32_t *counter,
+             grove_lb::TileState<u64> ts, u64 *__restrict__ st)
+{
+    __shared__ TileSmem s;
+    __shared__ int s_id;
+    __shared__ u64 s_prefix;
+    __shared__ unsigned s_capped[kT / 32];
+    const unsigned t = threadIdx.x, lane = t & 31u, w = t >> 5;
+    const int tabm = r.max_points < kTabM ? r.max_points : kTabM;
+    if (t == 0) s_id = (int)atomicAdd(counter, 1u);
+    __syncthreads();
+    const int id = s_id;
+    const u64 c0 = (u64)id * kC;
+    const int C = n - c0 < (u64)kC ? (int)(n - c0) : kC;
+    tile_stage(s, cp, deg, c0, C, tabm);
+    __syncthreads();
+    uint32_t m[kCPT], sum = 0;
+    unsigned capped = 0;
+#pragma unroll
+    for (int k = 0; k < kCPT; k++) {
+        const int j = (int)t * kCPT + k;
+        m[k] = 0;
+        if (j < C) {
+            const float4 a = s.cp[2 * j], b = s.cp[2 * j + 1];
+            const float p[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+            const grove__bz_count cn = grove__bz_count_curve(p, s.deg[j], &r);
+            m[k] = cn.m;
+            capped += cn.capped;
+        }
+        sum += m[k];
+    }
+    uint32_t x = sum;
+    unsigned cw = capped;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        const uint32_t y = __shfl_up_sync(0xffffffffu, x, d);
+        if (lane >= (unsigned)d) x += y;
+        cw += __shfl_xor_sync(0xffffffffu, cw, d);
+    }
+    if (lane == 31) s.wt[0][w] = x;
+    if (lane == 0) s_capped[w] = cw;
+    __syncthreads();
+    uint32_t pre = x - sum, agg = 0;
+    for (unsigned i = 0; i < kT / 32; i++) {
+        if (i < w) pre += s.wt[0][i];
+        agg += s.wt[0][i];
+    }
+#pragma unroll
+    for (int k = 0; k < kCPT; k++) {
+        s.off[t * kCPT + k] = pre;
+        pre += m[k];
+    }
+    if (t == kT - 1) s.off[kC] = pre;
+    if (w == 0) {
+        u64 prefix = 0;
+        if (id == 0) {
+            if (lane == 0) ts.publish(0, grove_lb::ST_INCL, (u64)agg);
+        } else {
+            if (lane == 0) ts.publish(id, grove_lb::ST_AGG, (u64)agg);
+            prefix = grove_lb::lookback<grove_lb::Sum<u64>, u64>(ts, id);
+            if (lane == 0) ts.publish(id, grove_lb::ST_INCL, prefix + agg);
+        }
+        if (lane == 0) {
+            unsigned cs = 0;
+            for (int i = 0; i < kT / 32; i++) cs += s_capped[i];
+            if (cs && st) atomicAdd(&st[S_CAPPED], (u64)cs);
+            s_prefix = prefix;
+        }
+    }
+    __syncthreads();
+    const u64 vbase = s_prefix;
+    for (int j = (int)t; j < C; j += kT) off[c0 + j] = vbase + s.off[j];
+    if (c0 + (u64)C == n && t == 0) {
+        off[n] = vbase + agg;
+        st[S_TOTAL] = vbase + agg;
+    }
+    tile_write<kAligned, kPairs>(s, C, vbase, cap, 0xffffffffu, tabm, xy);
+}
+
+/* Scratch of one call: the state words, then the look-back's counter and tile states. */
+struct Scratch {
+    grove_ctx *ctx;
+    cudaStream_t s;
+    void *buf;
+    size_t bytes;
+    u64 *st;
+    void *lb;
+    size_t reset;
+    ~Scratch()
+    {
+        if (buf) grove__cuda_free(ctx, buf, bytes, s);
+    }
+};
+
+constexpr size_t kStBytes = 256; /* S_COUNT words, padded */
+
+grove_status scratch_alloc(Scratch &S, size_t n)
+{
+    grove_ctx *ctx = S.ctx;
+    const size_t ntiles = (n + kC - 1) / kC;
+    const grove_lb::LbLayout l = grove_lb::lb_layout(ntiles, sizeof(u64));
+    S.bytes = kStBytes + l.end;
+    GROVE_TRY(grove__cuda_alloc(ctx, &S.buf, S.bytes, S.s, "the Bezier tessellation's scratch"));
+    S.st = static_cast<u64 *>(S.buf);
+    S.lb = static_cast<char *>(S.buf) + kStBytes;
+    S.reset = kStBytes + l.reset_bytes;
+    return GROVE_OK;
+}
+
+/* The single pass: offsets into d_off (n + 1 words), the vertices below cap into d_xy (cap 0:
+ * counts only); then the state words into hs (synchronizes). hs[S_TOTAL] is the total. */
+grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n,
+                   const grove_bezier_opts *o, u64 *d_off, float *d_xy, u64 cap, u64 *hs)
+{
+    grove_ctx *ctx = S.ctx;
+    GROVE_CUDA_TRY(ctx, cudaMemsetAsync(S.buf, 0, S.reset, S.s),
+                   "bezier: clearing the device state");
+    if (n == 0) {
+        GROVE_CUDA_TRY(ctx, cudaMemsetAsync(d_off, 0, sizeof(u64), S.s),
+                       "bezier: writing the empty offsets");
+    } else {
+        const u64 ntiles = ((u64)n + kC - 1) / kC;
+        grove__bz_rule r;
+        grove__bz_rule_from(o, &r);
+        uint32_t *counter = static_cast<uint32_t *>(S.lb);
+        const grove_lb::TileState<u64> ts =
+            grove_lb::TileState<u64>::at(static_cast<char *>(S.lb) + 256);
+        if (ntiles > 0x7fffffffull)
+            return grove__error(ctx, GROVE_ERR_LIMIT, "bezier: %zu curves are too many", n);
+        const unsigned g = (unsigned)ntiles;
+        const bool al = ((uintptr_t)d_xy & 7) == 0;
+        if (al && !g_single)
+            bz_fused<true, true><<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter, ts,
+                                                    S.st);
+        else if (al)
+            bz_fused<true, false><<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter,
+                                                     ts, S.st);
+        else if (!g_single)
+            bz_fused<false, true><<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter,
+                                                     ts, S.st);
+        else
+            bz_fused<false, false><<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter,
+                                                      ts, S.st);
+        GROVE_CUDA_LAUNCHED(ctx, "bezier: launching the tessellation kernel");
+    }
+    GROVE_TRY(grove__cuda_d2h(ctx, hs, S.st, S_COUNT * sizeof(u64), S.s));
+    return grove__cuda_sync(ctx, S.s, "bezier: counting and writing the vertices");
+}
+
+/* How the cdp variant groups its child launches for one call. */
+struct CdpPlan {
+    u64 group;    /* curves per group child */
+    uint32_t big; /* curves of >= big vertices get a child of their own; ~0u: none can */
+};
+
+CdpPlan cdp_plan(const grove_bezier_opts *o)
+{
+    CdpPlan p;
+    p.group = g_group ? g_group : kGroupDefault;
+    p.big = g_big ? g_big : kBigDefault;
+    if ((uint32_t)o->max_points < p.big) p.big = 0xffffffffu;
+    return p;
+}
+
+/* The most child launches a parent grid over cnt curves can make. */
+u64 cdp_launches(const CdpPlan &p, u64 cnt)
+{
+    return (cnt + p.group - 1) / p.group + (p.big != 0xffffffffu ? cnt : 0);
+}
+
+/* The most curves a parent grid may take under a limit of lim pending launches. */
+u64 cdp_curves(const CdpPlan &p, u64 lim)
+{
+    if (p.big == 0xffffffffu) return lim * p.group;
+    u64 c = lim * p.group / (p.group + 1);
+    while (c > 0 && cdp_launches(p, c) > lim) c--;
+    return c;
+}
+
+/* The pending-launch limit for the cdp writer: raised (never lowered) to want launches,
+ * halved on refusal down to the floor min(want, kChunkFloor); *lim = 0 when not even the floor
+ * could be had. The test cap acts as a device that holds no more. */
+grove_status cdp_pending(grove_ctx *ctx, size_t want, size_t *lim, char *why, size_t why_len)
+{
+    const size_t floor_ = want < kChunkFloor ? want : kChunkFloor;
+    size_t cur = 0, cur_eff;
+    *lim = 0;
+    GROVE_CUDA_TRY(ctx, cudaDeviceGetLimit(&cur, cudaLimitDevRuntimePendingLaunchCount),
+                   "bezier (cdp): reading the device runtime's pending-launch limit");
+    cur_eff = g_device_cap && cur > g_device_cap ? g_device_cap : cur;
+    if (cur_eff >= want) {
+        *lim = want;
+        return GROVE_OK;
+    }
+    for (size_t ask = want;; ask = ask / 2 > floor_ ? ask / 2 : floor_) {
+        if (g_device_cap && ask > g_device_cap) {
+            snprintf(why, why_len, "refused above %zu by the test hook", g_device_cap);
+        } else if (cur >= ask) {
+            *lim = ask;
+            return GROVE_OK;
+        } else {
+            cudaError_t e = cudaDeviceSetLimit(cudaLimitDevRuntimePendingLaunchCount, ask);
+            if (e == cudaSuccess) {
+                *lim = ask;
+                return GROVE_OK;
+            }
+            cudaGetLastError(); /* a refused limit must not stay as the last error */
+            snprintf(why, why_len, "%s", cudaGetErrorString(e));
+        }
+        if (ask <= floor_) break;
+    }
+    if (cur_eff >= floor_) *lim = cur_eff;
+    return GROVE_OK;
+}
+
+/* Parent grids over chunks of `chunk` curves; *groups = the group children they launch. */
+grove_status write_cdp(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n,
+                       const grove_bezier_opts *o, const CdpPlan &p, const u64 *d_off,
+                       float *d_xy, size_t chunk, u64 *groups)
+{
+    grove_ctx *ctx = S.ctx;
+    const int tabm = o->max_points < kTabM ? o->max_points : kTabM;
+    *groups = 0;
+    for (size_t c = 0; c < n; c += chunk) {
+        const size_t cnt = n - c < chunk ? n - c : chunk;
+        /* Launches on one stream run in order and a parent grid completes only after its
+         * children, so at most one chunk's child launches are ever pending. */
+        cudaError_t e = grove__bz_cdp_launch(d_cp, d_deg, reinterpret_cast<const uint64_t *>(d_off),
+                                             c, cnt, p.group, p.big, tabm, !g_single, d_xy,
+                                             S.st, S.s);
+        if (e != cudaSuccess)
+            return grove__cuda_status(ctx, (int)e, "bezier (cdp): launching the parent kernel");
+        *groups += (cnt + p.group - 1) / p.group;
+    }
+    return GROVE_OK;
+}
+
+/* The cdp writer after the single pass counted (hs: its state words), stats filled. */
+grove_status write_cdp_all(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n,
+                           const grove_bezier_opts *o, const u64 *d_off, float *d_xy, u64 *hs,
+                           grove_bezier_stats *stats)
+{
+    grove_ctx *ctx = S.ctx;
+    const char *what = "bezier (cdp): writing the vertices";
+    const CdpPlan p = cdp_plan(o);
+    const u64 capped = hs[S_CAPPED];
+    u64 groups = 0;
+    hs[S_LAUNCHES] = hs[S_BIG] = hs[S_FAILED] = 0;
+    if (n > 0) {
+        size_t lim = 0;
+        char why[160] = "";
+        const u64 need = cdp_launches(p, n);
+        const size_t cmax = g_chunk_max ? g_chunk_max : kChunkDefault;
+        const size_t want = need < cmax ? (size_t)need : cmax;
+        const size_t floor_ = want < kChunkFloor ? want : kChunkFloor;
+        GROVE_TRY(cdp_pending(ctx, want, &lim, why, sizeof why));
+        if (lim == 0 || cdp_curves(p, lim) == 0)
+            return grove__error(
+                ctx, GROVE_ERR_LIMIT,
+                "bezier (cdp): the device runtime's pending-launch limit could not be raised to "
+                "%zu launches (%s); the cdp variant needs room for min(its child launches, %zu) "
+                "at once; use the flat variant",
+                floor_, why, kChunkFloor);
+        /* The H100 refused launches of a parent grid of 10^6 child launches under a limit of
+         * 10^6 (about 40% failed with cudaErrorLaunchPendingCountExceeded): the pool holds fewer
+         * launches than the limit asked for. The writer is idempotent, so such a run is repeated
+         * with half the launches, down to the floor. */
+        for (;;) {
+            const u64 cc = cdp_curves(p, lim);
+            const size_t chunk = cc < (u64)n ? (size_t)cc : n;
+            GROVE_CUDA_TRY(ctx, cudaMemsetAsync(S.st + S_FAILED, 0, (S_BIG - S_FAILED + 1) * 8, S.s),
+                           "bezier (cdp): clearing the launch counters");
+            GROVE_TRY(write_cdp(S, d_cp, d_deg, n, o, p, d_off, d_xy, chunk, &groups));
+            GROVE_TRY(grove__cuda_d2h(ctx, hs, S.st, S_COUNT * sizeof(u64), S.s));
+            GROVE_TRY(grove__cuda_sync(ctx, S.s, what));
+            if (!hs[S_FAILED] || hs[S_ERR] != (u64)cudaErrorLaunchPendingCountExceeded ||
+                lim / 2 < floor_ || cdp_curves(p, lim / 2) == 0)
+                break;
+            lim /= 2;
+        }
+    }
+    if (hs[S_FAILED])
+        return grove__error(ctx, GROVE_ERR_CUDA,
+                            "bezier (cdp): %llu of %llu child launches failed on the device "
+                            "(first error: %s)",
+                            hs[S_FAILED], hs[S_FAILED] + hs[S_LAUNCHES],
+                            cudaGetErrorString((cudaError_t)hs[S_ERR]));
+    if (hs[S_LAUNCHES] != groups + hs[S_BIG])
+        return grove__error(ctx, GROVE_ERR_INTERNAL,
+                            "bezier (cdp): %llu child launches for %llu groups and %llu long "
+                            "curves; this is a bug",
+                            hs[S_LAUNCHES], groups, hs[S_BIG]);
+    if (stats) {
+        stats->variant = GROVE_BEZIER_CDP;
+        stats->child_launches = hs[S_LAUNCHES];
+        stats->capped = capped;
+    }
+    return GROVE_OK;
+}
+
+void flat_stats(const u64 *hs, grove_bezier_stats *stats)
+{
+    if (!stats) return;
+    stats->variant = GROVE_BEZIER_FLAT;
+    stats->child_launches = 0;
+    stats->capped = hs[S_CAPPED];
+}
+
+struct DevBuf {
+    grove_ctx *ctx;
+    cudaStream_t s;
+    void *p;
+    size_t bytes;
+    ~DevBuf()
+    {
+        if (p) grove__cuda_free(ctx, p, bytes, s);
+    }
+    grove_status alloc(size_t b, const char *what)
+    {
+        bytes = b;
+        return grove__cuda_alloc(ctx, &p, b, s, what);
+    }
+};
+
+} // namespace
+
+extern "C" void grove__bz_cdp_tune(size_t chunk_max, size_t device_cap, size_t group,
+                                   unsigned big)
+{
+    g_chunk_max = chunk_max;
+    g_device_cap = device_cap;
+    g_group = group;
+    g_big = big;
+}
+
+extern "C" void grove__bz_flat_tune(int single) { g_single = single; }
+
+extern "C" void grove__bz_cdp_plan(size_t *group, unsigned *big)
+{
+    *group = g_group ? g_group : kGroupDefault;
+    *big = g_big ? g_big : kBigDefault;
+}
+
+extern "C" grove_status grove__bz_count_device_cuda(grove_ctx *ctx, const float *d_cp,
+                                                    const uint8_t *d_degree, size_t n,
+                                                    const grove_bezier_opts *o, uint64_t *d_offsets,
+                                                    uint64_t *total)
+{
+    Scratch S = {ctx, (cudaStream_t)ctx->stream, NULL, 0, NULL, NULL, 0};
+    u64 hs[S_COUNT];
+    GROVE_TRY(grove__cuda_use(ctx));
+    GROVE_TRY(scratch_alloc(S, n));
+    GROVE_TRY(fused(S, d_cp, d_degree, n, o, (u64 *)d_offsets, NULL, 0, hs));
+    *total = hs[S_TOTAL];
+    return GROVE_OK;
+}
+
+extern "C" grove_status grove__bz_tessellate_device_cuda(grove_ctx *ctx, const float *d_cp,
+                                                         const uint8_t *d_degree, size_t n,
+                                                         const grove_bezier_opts *o,
+                                                         uint64_t *d_offsets, float *d_xy,
+                                                         uint64_t capacity, uint64_t *total,
+                                                         grove_bezier_stats *stats)
+{
+    Scratch S = {ctx, (cudaStream_t)ctx->stream, NULL, 0, NULL, NULL, 0};
+    const bool cdp = o->variant == GROVE_BEZIER_CDP;
+    u64 hs[S_COUNT];
+    GROVE_TRY(grove__cuda_use(ctx));
+    GROVE_TRY(scratch_alloc(S, n));
+    /* flat writes while it counts (the vertices below capacity); cdp counts first */
+    GROVE_TRY(fused(S, d_cp, d_degree, n, o, (u64 *)d_offsets, d_xy, cdp ? 0 : capacity, hs));
+    *total = hs[S_TOTAL];
+    if (*total > capacity)
+        return grove__error(ctx, GROVE_ERR_LIMIT,
+                            "grove_bezier_tessellate_device: the curves need %llu vertices; "
+                            "d_xy holds %llu",
+                            (unsigned long long)*total, (unsigned long long)capacity);
+    if (cdp)
+        return write_cdp_all(S, d_cp, d_degree, n, o, (const u64 *)d_offsets, d_xy, hs, stats);
+    flat_stats(hs, stats);
+    return GROVE_OK;
+}
+
+extern "C" grove_status grove__bz_tessellate_cuda(grove_ctx *ctx, const grove_curves *in,
+                                                  const grove_bezier_opts *o, grove_polylines *out,
+                                                  grove_bezier_stats *stats)
+{
+    const size_t n = in->n;
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    Scratch S = {ctx, s, NULL, 0, NULL, NULL, 0};
+    DevBuf cp = {ctx, s, NULL, 0}, deg = {ctx, s, NULL, 0}, off = {ctx, s, NULL, 0},
+           xy = {ctx, s, NULL, 0};
+    u64 hs[S_COUNT];
+    uint64_t total = 0;
+    GROVE_TRY(grove__cuda_use(ctx));
+    out->n_curves = n;
+    out->offsets = (uint64_t *)malloc((n + 1) * sizeof(uint64_t));
+    if (!out->offsets)
+        return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
+                            "grove_bezier_tessellate: out of memory for %zu offsets", n + 1);
+    GROVE_TRY(off.alloc((n + 1) * sizeof(u64), "the Bezier offsets"));
+    if (n > 0) {
+        GROVE_TRY(cp.alloc(n * 8 * sizeof(float), "the Bezier control points"));
+        GROVE_TRY(deg.alloc(n, "the Bezier degrees"));
+        GROVE_TRY(grove__cuda_h2d(ctx, cp.p, in->cp, n * 8 * sizeof(float), s));
+        GROVE_TRY(grove__cuda_h2d(ctx, deg.p, in->degree, n, s));
+    }
+    GROVE_TRY(scratch_alloc(S, n));
+    /* counted first to size the output, then counted again while writing (flat) */
+    GROVE_TRY(fused(S, (const float *)cp.p, (const uint8_t *)deg.p, n, o, (u64 *)off.p, NULL, 0,
+                    hs));
+    total = hs[S_TOTAL];
+    if (total > 0) {
+        GROVE_TRY(xy.alloc((size_t)total * 2 * sizeof(float), "the Bezier vertices"));
+        out->xy = (float *)malloc((size_t)total * 2 * sizeof(float));
+        if (!out->xy)
+            return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
+                                "grove_bezier_tessellate: out of memory for %llu vertices",
+                                (unsigned long long)total);
+    }
+    out->n_vertices = total;
+    if (o->variant == GROVE_BEZIER_CDP) {
+        GROVE_TRY(write_cdp_all(S, (const float *)cp.p, (const uint8_t *)deg.p, n, o,
+                                (const u64 *)off.p, (float *)xy.p, hs, stats));
+    } else {
+        GROVE_TRY(fused(S, (const float *)cp.p, (const uint8_t *)deg.p, n, o, (u64 *)off.p,
+                        (float *)xy.p, total, hs));
+        if (hs[S_TOTAL] != total)
+            return grove__error(ctx, GROVE_ERR_INTERNAL,
+                                "bezier: %llu vertices counted, then %llu; this is a bug",
+                                (unsigned long long)total, hs[S_TOTAL]);
+        flat_stats(hs, stats);
+    }
+    if (total > 0) grove__prefault(out->xy, (size_t)total * 2 * sizeof(float), grove__threads(ctx));
+    GROVE_TRY(grove__cuda_d2h(ctx, out->offsets, off.p, (n + 1) * sizeof(u64), s));
+    GROVE_TRY(grove__cuda_d2h(ctx, out->xy, xy.p, (size_t)total * 2 * sizeof(float), s));
+    return grove__cuda_sync(ctx, s, "grove_bezier_tessellate: downloading the vertices");
+}

@@ -1,0 +1,48 @@
+/*
+ * bezier_cuda.h - the bezier module's CUDA code, called from bezier.c (internal).
+ *
+ * The caller has checked the context (a CUDA one), the options (grove__bz_check_opts) and, for
+ * the host-pointer call, the curves; these make the context's device current themselves.
+ */
+#ifndef GROVE_BEZIER_CUDA_H
+#define GROVE_BEZIER_CUDA_H
+
+#include "bezier_internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* grove_bezier_tessellate() on the GPU: upload, count, scan, write, download. */
+grove_status grove__bz_tessellate_cuda(grove_ctx *ctx, const grove_curves *in,
+                                       const grove_bezier_opts *o, grove_polylines *out,
+                                       grove_bezier_stats *stats);
+
+/* grove_bezier_count_device() / grove_bezier_tessellate_device() (same arguments). */
+grove_status grove__bz_count_device_cuda(grove_ctx *ctx, const float *d_cp, const uint8_t *d_degree,
+                                         size_t n, const grove_bezier_opts *o, uint64_t *d_offsets,
+                                         uint64_t *total);
+grove_status grove__bz_tessellate_device_cuda(grove_ctx *ctx, const float *d_cp,
+                                              const uint8_t *d_degree, size_t n,
+                                              const grove_bezier_opts *o, uint64_t *d_offsets,
+                                              float *d_xy, uint64_t capacity, uint64_t *total,
+                                              grove_bezier_stats *stats);
+
+/* Test hooks for the cdp variant (0: the default for each). chunk_max is the most child launches
+ * one parent grid may queue, so also the pending-launch limit asked for; device_cap makes every
+ * request to raise the pending-launch limit above it fail as if the device had refused it, to
+ * reach the GROVE_ERR_LIMIT path and AUTO's fallback; group is the curves per group child; big
+ * the vertex count from which a curve gets a child grid of its own (only when max_points >= big).
+ * grove__bz_cdp_plan() gives the group and big in force. Not thread-safe; for tests. */
+void grove__bz_cdp_tune(size_t chunk_max, size_t device_cap, size_t group, unsigned big);
+void grove__bz_cdp_plan(size_t *group, unsigned *big);
+
+/* Test and bench hook for the tile writer (flat and the cdp group children): single != 0 makes a
+ * thread write one vertex a step instead of a pair (the default). Not thread-safe. */
+void grove__bz_flat_tune(int single);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GROVE_BEZIER_CUDA_H */

@@ -1,0 +1,449 @@
+/*
+ * bezier_internal.h - declarations shared by the bezier module's files (not installed): the exact
+ * arithmetic that defines a tessellation (the vertex-count rules and the vertex evaluation), usable
+ * from C and CUDA, so that every backend and variant performs literally the same IEEE operations;
+ * input validation; the backends' entry points; the CUDA tile writer (under __CUDACC__).
+ *
+ * No multiply-add may be contracted into an FMA, or the CPU and the GPU would round differently.
+ * Every statement below does one rounded operation; on the device the _rn intrinsics (which nvcc
+ * never contracts) make that explicit. Host C is compiled as ISO C11 (-std=c11), where GCC does not
+ * contract across statements (-ffp-contract=off is its default in ISO mode), and the x86-64
+ * baseline has no FMA instruction anyway.
+ *
+ * The count rules (bezier.h), in double:
+ *   curvature: c = max over the inner control points Pi of |e_i x ch| / |ch|, ch = Pd - P0,
+ *     e_i = Pi - P0; when ch == 0, c = max |e_i|; a line has c = 0.
+ *     v = floor(c * curvature_scale); m = clamp(v, min_points, max_points).
+ *   tolerance: M = max_i |P(i+2) - 2 P(i+1) + P(i)|, k = d (d - 1); s = the fewest s in
+ *     1..max_points-1 with (k * M) / (8 * s * s) <= tolerance (each operation rounded once;
+ *     the test is monotone in s, found by bisection); m = s + 1, or max_points (capped) when no
+ *     such s exists.
+ * The vertex evaluation (float): u = (float)i / (float)(m - 1), v = 1 - u, and the Bernstein
+ *   basis summed left to right: degree 1: v x0 + u x1; degree 2: b0 = v v, b1 = (u v) + (u v),
+ *   b2 = u u, (b0 x0 + b1 x1) + b2 x2; degree 3: b0 = (v v) v, b1 = 3 ((v v) u),
+ *   b2 = 3 (v (u u)), b3 = (u u) u, ((b0 x0 + b1 x1) + b2 x2) + b3 x3. Vertex 0 is P0 and
+ *   vertex m-1 is Pd, copied.
+ */
+#ifndef GROVE_BEZIER_INTERNAL_H
+#define GROVE_BEZIER_INTERNAL_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core.h"
+#include "grove/bezier.h"
+
+#ifdef __CUDACC__
+#define GROVE__BZ_FN static __host__ __device__ __forceinline__
+#else
+#define GROVE__BZ_FN static inline
+#endif
+
+/* One rounding each, never fused. */
+#ifdef __CUDA_ARCH__
+#define GROVE__BZ_FMUL(a, b) __fmul_rn((a), (b))
+#define GROVE__BZ_FADD(a, b) __fadd_rn((a), (b))
+#define GROVE__BZ_FSUB(a, b) __fsub_rn((a), (b))
+#define GROVE__BZ_FDIV(a, b) __fdiv_rn((a), (b))
+#define GROVE__BZ_DMUL(a, b) __dmul_rn((a), (b))
+#define GROVE__BZ_DADD(a, b) __dadd_rn((a), (b))
+#define GROVE__BZ_DSUB(a, b) __dsub_rn((a), (b))
+#define GROVE__BZ_DDIV(a, b) __ddiv_rn((a), (b))
+#define GROVE__BZ_DSQRT(a) __dsqrt_rn(a)
+#else
+#define GROVE__BZ_FMUL(a, b) ((float)((a) * (b)))
+#define GROVE__BZ_FADD(a, b) ((float)((a) + (b)))
+#define GROVE__BZ_FSUB(a, b) ((float)((a) - (b)))
+#define GROVE__BZ_FDIV(a, b) ((float)((a) / (b)))
+#define GROVE__BZ_DMUL(a, b) ((double)((a) * (b)))
+#define GROVE__BZ_DADD(a, b) ((double)((a) + (b)))
+#define GROVE__BZ_DSUB(a, b) ((double)((a) - (b)))
+#define GROVE__BZ_DDIV(a, b) ((double)((a) / (b)))
+#define GROVE__BZ_DSQRT(a) sqrt(a)
+#endif
+
+/* The most curves one call takes (the CUDA kernel numbers its tiles of curves in 32 bits, with
+ * room to spare; the same bound on every backend). */
+#define GROVE__BZ_MAX_N ((size_t)UINT32_MAX - 1)
+
+/* The count of one curve: m, and whether a clamp decided it (bezier_stats.capped). */
+typedef struct grove__bz_count {
+    uint32_t m;
+    uint32_t capped;
+} grove__bz_count;
+
+/* The rule's parameters as the kernels take them (by value). */
+typedef struct grove__bz_rule {
+    int mode; /* grove_bezier_mode */
+    int min_points, max_points;
+    double scale, tolerance;
+} grove__bz_rule;
+
+/* Degrees outside 1..3 (only possible through the unvalidated _device calls) are read as 3, so a
+ * bad byte gives an unspecified count, never a fault. */
+GROVE__BZ_FN int grove__bz_degree(uint8_t d) { return (d >= 1 && d <= 3) ? (int)d : 3; }
+
+GROVE__BZ_FN double grove__bz_hypot(double x, double y)
+{
+    double a = GROVE__BZ_DMUL(x, x);
+    double b = GROVE__BZ_DMUL(y, y);
+    double s = GROVE__BZ_DADD(a, b);
+    return GROVE__BZ_DSQRT(s);
+}
+
+/* c of the curvature rule (bezier.h) for a curve of degree d with control points cp. */
+GROVE__BZ_FN double grove__bz_curvature(const float *cp, int d)
+{
+    const double x0 = (double)cp[0], y0 = (double)cp[1];
+    const double chx = GROVE__BZ_DSUB((double)cp[2 * d], x0);
+    const double chy = GROVE__BZ_DSUB((double)cp[2 * d + 1], y0);
+    const double len = grove__bz_hypot(chx, chy);
+    double c = 0.0;
+    for (int i = 1; i < d; i++) {
+        const double ex = GROVE__BZ_DSUB((double)cp[2 * i], x0);
+        const double ey = GROVE__BZ_DSUB((double)cp[2 * i + 1], y0);
+        double dist;
+        if (len == 0.0) {
+            dist = grove__bz_hypot(ex, ey);
+        } else {
+            const double a = GROVE__BZ_DMUL(ex, chy);
+            const double b = GROVE__BZ_DMUL(ey, chx);
+            const double cr = GROVE__BZ_DSUB(a, b);
+            dist = GROVE__BZ_DDIV(fabs(cr), len);
+        }
+        /* written so that a NaN never wins (unvalidated device input) */
+        if (dist > c) c = dist;
+    }
+    return c;
+}
+
+/* M of the tolerance rule: the largest second difference of the control points. */
+GROVE__BZ_FN double grove__bz_second_diff(const float *cp, int d)
+{
+    double mx = 0.0;
+    for (int i = 0; i + 2 <= d; i++) {
+        double tx = GROVE__BZ_DMUL(2.0, (double)cp[2 * i + 2]);
+        double ty = GROVE__BZ_DMUL(2.0, (double)cp[2 * i + 3]);
+        double ax = GROVE__BZ_DSUB((double)cp[2 * i + 4], tx);
+        double ay = GROVE__BZ_DSUB((double)cp[2 * i + 5], ty);
+        double dx = GROVE__BZ_DADD(ax, (double)cp[2 * i]);
+        double dy = GROVE__BZ_DADD(ay, (double)cp[2 * i + 1]);
+        double nrm = grove__bz_hypot(dx, dy);
+        if (nrm > mx) mx = nrm;
+    }
+    return mx;
+}
+
+/* Whether s segments meet the tolerance: (k M) / (8 s s) <= tol. */
+GROVE__BZ_FN int grove__bz_tol_ok(double kM, uint32_t s, double tol)
+{
+    const double ss = GROVE__BZ_DMUL((double)s, (double)s);
+    const double den = GROVE__BZ_DMUL(8.0, ss);
+    return GROVE__BZ_DDIV(kM, den) <= tol;
+}
+
+/* The vertex count of one curve (8 floats cp, degree byte) under rule r. */
+GROVE__BZ_FN grove__bz_count grove__bz_count_curve(const float *cp, uint8_t degree,
+                                                   const grove__bz_rule *r)
+{
+    const int d = grove__bz_degree(degree);
+    grove__bz_count out;
+    out.capped = 0;
+    if (r->mode == GROVE_BEZIER_TOLERANCE) {
+        const double kM = GROVE__BZ_DMUL((double)(d * (d - 1)), grove__bz_second_diff(cp, d));
+        uint32_t lo = 1, hi = (uint32_t)r->max_points - 1;
+        if (!grove__bz_tol_ok(kM, hi, r->tolerance)) {
+            out.m = (uint32_t)r->max_points;
+            out.capped = 1;
+            return out;
+        }
+        /* invariant: ok(hi); lo is the smallest candidate left */
+        while (lo < hi) {
+            const uint32_t mid = lo + (hi - lo) / 2;
+            if (grove__bz_tol_ok(kM, mid, r->tolerance))
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        out.m = hi + 1;
+        return out;
+    } else {
+        const double v = floor(GROVE__BZ_DMUL(grove__bz_curvature(cp, d), r->scale));
+        if (v >= (double)r->max_points) {
+            out.m = (uint32_t)r->max_points;
+            out.capped = v > (double)r->max_points;
+        } else if (v >= (double)r->min_points) {
+            out.m = (uint32_t)v;
+        } else { /* below the minimum, or NaN from unvalidated input */
+            out.m = (uint32_t)r->min_points;
+            out.capped = 1;
+        }
+        return out;
+    }
+}
+
+/* The parameter of inner vertex i of m. */
+GROVE__BZ_FN float grove__bz_u(uint32_t i, uint32_t m)
+{
+    return GROVE__BZ_FDIV((float)i, (float)(m - 1));
+}
+
+/* An inner vertex of a curve of degree d (1..3) at parameter u; writes x, y to xy[0], xy[1]. */
+GROVE__BZ_FN void grove__bz_inner(const float *cp, int d, float u, float *xy)
+{
+    const float v = GROVE__BZ_FSUB(1.0f, u);
+    float b0, b1, b2 = 0.0f, b3 = 0.0f;
+    if (d == 1) {
+        b0 = v;
+        b1 = u;
+    } else if (d == 2) {
+        const float uv = GROVE__BZ_FMUL(u, v);
+        b0 = GROVE__BZ_FMUL(v, v);
+        b1 = GROVE__BZ_FADD(uv, uv);
+        b2 = GROVE__BZ_FMUL(u, u);
+    } else {
+        const float vv = GROVE__BZ_FMUL(v, v);
+        const float uu = GROVE__BZ_FMUL(u, u);
+        const float vvu = GROVE__BZ_FMUL(vv, u);
+        const float vuu = GROVE__BZ_FMUL(v, uu);
+        b0 = GROVE__BZ_FMUL(vv, v);
+        b1 = GROVE__BZ_FMUL(3.0f, vvu);
+        b2 = GROVE__BZ_FMUL(3.0f, vuu);
+        b3 = GROVE__BZ_FMUL(uu, u);
+    }
+    for (int a = 0; a < 2; a++) {
+        const float t0 = GROVE__BZ_FMUL(b0, cp[a]);
+        const float t1 = GROVE__BZ_FMUL(b1, cp[2 + a]);
+        float acc = GROVE__BZ_FADD(t0, t1);
+        if (d >= 2) {
+            const float t2 = GROVE__BZ_FMUL(b2, cp[4 + a]);
+            acc = GROVE__BZ_FADD(acc, t2);
+        }
+        if (d == 3) {
+            const float t3 = GROVE__BZ_FMUL(b3, cp[6 + a]);
+            acc = GROVE__BZ_FADD(acc, t3);
+        }
+        xy[a] = acc;
+    }
+}
+
+/* Vertex i (0 <= i < m, m >= 2) of a curve; writes x, y to xy[0], xy[1]. */
+GROVE__BZ_FN void grove__bz_vertex(const float *cp, uint8_t degree, uint32_t i, uint32_t m,
+                                   float *xy)
+{
+    const int d = grove__bz_degree(degree);
+    if (i == 0) {
+        xy[0] = cp[0];
+        xy[1] = cp[1];
+        return;
+    }
+    if (i + 1 >= m) {
+        xy[0] = cp[2 * d];
+        xy[1] = cp[2 * d + 1];
+        return;
+    }
+    grove__bz_inner(cp, d, grove__bz_u(i, m), xy);
+}
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Fills r from opts (already checked). */
+void grove__bz_rule_from(const grove_bezier_opts *o, grove__bz_rule *r);
+
+/* Checks the options: GROVE_ERR_INVALID_ARG naming the option. fn names the caller. */
+grove_status grove__bz_check_opts(grove_ctx *ctx, const char *fn, const grove_bezier_opts *o);
+
+/* Checks every curve's degree (1..3) and the control points it uses (finite):
+ * GROVE_ERR_BAD_INPUT naming the first bad curve. */
+grove_status grove__bz_check_curves(grove_ctx *ctx, const char *fn, const grove_curves *in);
+
+/* The CPU backend (bezier_cpu.c): input and options checked; out zeroed by the caller. */
+grove_status grove__bz_tessellate_cpu(grove_ctx *ctx, const grove_curves *in,
+                                      const grove_bezier_opts *o, grove_polylines *out,
+                                      grove_bezier_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#ifdef __CUDACC__
+/* ---- the tile writer of the CUDA backend (bezier_cuda.cu's flat kernel, bezier_cdp.cu's group
+ * children) ----
+ * A tile is kC consecutive curves, handled by one block of kT threads: their control points and
+ * degrees are staged in shared memory, their offsets relative to the tile's first vertex (32-bit:
+ * a tile has at most kC * GROVE_BEZIER_MAX_POINTS = 2^21 vertices) are in s.off[0..C], and the
+ * tile's vertices are written in chunks of kV, consecutive threads on consecutive vertices. A
+ * chunk's slots find their curve without a search: every curve starting in the chunk sets its
+ * slot's bit, and the curve of a slot is the curve of the chunk's previous slot plus the number
+ * of bits up to it (a block-wide count, double-buffered so that a chunk costs three barriers).
+ * The parameter u = i / (m - 1) of the short curves comes from a table in shared memory built
+ * with the same division, so the bytes do not change. */
+namespace grove_bzk
+{
+
+typedef unsigned long long u64;
+
+constexpr int kT = 256;             /* threads per block */
+constexpr int kCPT = 2;             /* curves per thread */
+constexpr int kC = kT * kCPT;       /* curves per tile */
+constexpr int kPer = 8;             /* vertices per thread and chunk */
+constexpr uint32_t kV = kT * kPer;  /* vertices per chunk */
+constexpr int kTabM = 64;           /* u tabled for m <= kTabM */
+constexpr int kTab = (kTabM - 2) * (kTabM - 1) / 2; /* entries for m = 3..kTabM */
+
+/* State words in device memory (both .cu files use them). */
+enum { S_CAPPED = 0, S_FAILED, S_ERR, S_LAUNCHES, S_BIG, S_TOTAL, S_COUNT };
+
+struct TileSmem {
+    float4 cp[2 * kC];
+    uint32_t off[kC + 1];
+    float utab[kTab];
+    uint32_t flag[2][kV / 32];
+    uint32_t excl[2][kT];
+    uint32_t wt[2][kT / 32];
+    uint8_t deg[kC];
+};
+
+/* Index of u(i, m) in the table, 1 <= i <= m - 2, 3 <= m <= kTabM. */
+__device__ __forceinline__ int utab_at(uint32_t i, uint32_t m)
+{
+    return (int)((m - 3) * (m - 2) / 2 + i - 1);
+}
+
+/* Stages curves [c0, c0 + C) (C <= kC) and fills the u table for m <= tabm; clears the first
+ * chunk's flags. The caller synchronizes before reading. */
+__device__ __forceinline__ void tile_stage(TileSmem &s, const float *__restrict__ cp,
+                                           const uint8_t *__restrict__ deg, u64 c0, int C, int tabm)
+{
+    const int t = (int)threadIdx.x;
+    float *scp = reinterpret_cast<float *>(s.cp);
+    for (int e = t; e < 8 * C; e += kT) scp[e] = __ldg(cp + 8 * c0 + e);
+    for (int j = t; j < C; j += kT) s.deg[j] = __ldg(deg + c0 + j);
+    if (t < (int)(kV / 32)) s.flag[0][t] = 0;
+    const int nt = tabm >= 3 ? (tabm - 2) * (tabm - 1) / 2 : 0;
+    for (int e = t; e < nt; e += kT) {
+        /* row k = m - 3 holds k + 1 entries from k (k + 1) / 2 on */
+        int k = (int)((sqrtf(__fadd_rn(__fmul_rn(8.0f, (float)e), 1.0f)) - 1.0f) * 0.5f);
+        while (k * (k + 1) / 2 > e) k--;
+        while ((k + 1) * (k + 2) / 2 <= e) k++;
+        const uint32_t m = (uint32_t)k + 3, i = (uint32_t)(e - k * (k + 1) / 2) + 1;
+        s.utab[e] = grove__bz_u(i, m);
+    }
+}
+
+/* Vertex rel (relative to the tile) of staged curve j into p; false (nothing computed) when the
+ * curve has >= big vertices. */
+__device__ __forceinline__ bool tile_vertex(const TileSmem &s, int j, uint32_t rel, uint32_t big,
+                                            int tabm, float p[2])
+{
+    const uint32_t o = s.off[j], m = s.off[j + 1] - o, i = rel - o;
+    if (m >= big) return false;
+    const float *c = reinterpret_cast<const float *>(&s.cp[2 * j]);
+    if (i == 0 || i + 1 >= m || m > (uint32_t)tabm)
+        grove__bz_vertex(c, s.deg[j], i, m, p);
+    else
+        grove__bz_inner(c, grove__bz_degree(s.deg[j]), s.utab[utab_at(i, m)], p);
+    return true;
+}
+
+/* The staged curve of chunk slot lv (chunk buffer b, prev = the curve before the chunk). */
+__device__ __forceinline__ int tile_curve(const TileSmem &s, int b, int prev, uint32_t lv)
+{
+    const uint32_t g = lv >> 3;
+    const uint32_t bits = (s.flag[b][g >> 2] >> ((g & 3u) * 8u)) & ((2u << (lv & 7u)) - 1u);
+    return prev + (int)(s.excl[b][g] + (uint32_t)__popc(bits));
+}
+
+/* Writes the vertices of the staged tile (s.off[0..C] filled, a barrier since): global vertex
+ * index vbase + relative offset. Vertices at index >= cap are not written, nor those of curves
+ * with m >= big (the cdp variant gives those a child grid of their own). kPairs: a thread takes
+ * two consecutive vertices a step (the second one's curve is the first one's or the next), stored
+ * with one 16-byte store when both are written and the address allows. All threads call it. */
+template <bool kAligned, bool kPairs>
+__device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 cap, uint32_t big,
+                                           int tabm, float *__restrict__ xy)
+{
+    const unsigned t = threadIdx.x, lane = t & 31u, w = t >> 5;
+    const uint32_t A = s.off[C];
+    const uint32_t lim = cap <= vbase ? 0u : (cap - vbase < (u64)A ? (uint32_t)(cap - vbase) : A);
+    const bool vec = kAligned && ((uintptr_t)xy & 15u) == 0 && (vbase & 1u) == 0;
+    int prev = -1; /* the curve of the slot before the chunk */
+    int b = 0;
+    for (uint32_t q = 0; q < lim; q += kV, b ^= 1) {
+#pragma unroll
+        for (int k = 0; k < kCPT; k++) {
+            const int j = (int)t * kCPT + k;
+            if (j < C) {
+                const uint32_t o = s.off[j];
+                if (o >= q && o - q < kV)
+                    atomicOr(&s.flag[b][(o - q) >> 5], 1u << ((o - q) & 31u));
+            }
+        }
+        __syncthreads();
+        const uint32_t mine = (s.flag[b][t >> 2] >> ((t & 3u) * 8u)) & 0xffu;
+        const uint32_t cnt = (uint32_t)__popc(mine);
+        uint32_t x = cnt;
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const uint32_t y = __shfl_up_sync(0xffffffffu, x, d);
+            if (lane >= (unsigned)d) x += y;
+        }
+        if (lane == 31) s.wt[b][w] = x;
+        __syncthreads();
+        uint32_t pre = x - cnt;
+        for (unsigned i = 0; i < w; i++) pre += s.wt[b][i];
+        s.excl[b][t] = pre;
+        if (t < kV / 32) s.flag[b ^ 1][t] = 0; /* last read in the previous chunk */
+        __syncthreads();
+        if (kPairs) {
+#pragma unroll
+            for (int r = 0; r < kPer / 2; r++) {
+                const uint32_t lv = 2u * ((uint32_t)r * kT + t), rel = q + lv;
+                if (rel >= lim) break;
+                const int j = tile_curve(s, b, prev, lv);
+                const bool two = rel + 1 < lim;
+                float p[4];
+                const bool w0 = tile_vertex(s, j, rel, big, tabm, p);
+                bool w1 = false;
+                if (two) {
+                    const int j1 = rel + 1 >= s.off[j + 1] ? j + 1 : j;
+                    w1 = tile_vertex(s, j1, rel + 1, big, tabm, p + 2);
+                }
+                const u64 v = vbase + rel;
+                if (vec && w0 && w1) {
+                    reinterpret_cast<float4 *>(xy)[v >> 1] = make_float4(p[0], p[1], p[2], p[3]);
+                } else if (kAligned) {
+                    if (w0) reinterpret_cast<float2 *>(xy)[v] = make_float2(p[0], p[1]);
+                    if (w1) reinterpret_cast<float2 *>(xy)[v + 1] = make_float2(p[2], p[3]);
+                } else {
+                    if (w0) xy[2 * v] = p[0], xy[2 * v + 1] = p[1];
+                    if (w1) xy[2 * v + 2] = p[2], xy[2 * v + 3] = p[3];
+                }
+            }
+        } else {
+#pragma unroll
+            for (int r = 0; r < kPer; r++) {
+                const uint32_t lv = (uint32_t)r * kT + t, rel = q + lv;
+                if (rel >= lim) break;
+                float p[2];
+                if (!tile_vertex(s, tile_curve(s, b, prev, lv), rel, big, tabm, p)) continue;
+                const u64 v = vbase + rel;
+                if (kAligned) {
+                    reinterpret_cast<float2 *>(xy)[v] = make_float2(p[0], p[1]);
+                } else {
+                    xy[2 * v] = p[0];
+                    xy[2 * v + 1] = p[1];
+                }
+            }
+        }
+        prev += (int)(s.excl[b][kT - 1] + (uint32_t)__popc(s.flag[b][kV / 32 - 1] >> 24));
+    }
+}
+
+} // namespace grove_bzk
+#endif /* __CUDACC__ */
+
+#endif /* GROVE_BEZIER_INTERNAL_H */

@@ -1,0 +1,244 @@
+#!/bin/sh
+# tests/cli_octree_test.sh - checks `grove octree build|query|export`: exit codes, messages,
+# --help, and a build -> query -> export pipeline on small generated CSV and PLY clouds, the
+# query results compared with a brute force in awk.
+# Usage: GROVE=path/to/grove sh tests/cli_octree_test.sh   (CTest runs it as `cli_octree`)
+#
+# Coordinates are multiples of 1/1024 below 2^7, exact in float and in the decimal text, so
+# the brute force reads the same values as grove. JSON is validated with python3 when it is
+# installed. Everything runs on the CPU backend.
+set -u
+
+if [ -z "${GROVE:-}" ] || [ ! -x "$GROVE" ]; then
+    echo "cli_octree_test: set GROVE to the grove binary (got '${GROVE:-}')" >&2
+    exit 1
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/grove-cli-octree.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM
+
+fails=0
+checks=0
+name=""
+
+have_python=0
+if command -v python3 >/dev/null 2>&1; then have_python=1; fi
+
+fail() {
+    fails=$((fails + 1))
+    echo "FAIL: $name: $*" >&2
+    if [ -s "$tmp/err" ]; then sed -n '1,5s/^/    stderr: /p' "$tmp/err" >&2; fi
+}
+
+# expect WANT_RC NAME CMD...: runs CMD with stdout and stderr in $tmp/out and $tmp/err.
+expect() {
+    want=$1
+    name=$2
+    shift 2
+    checks=$((checks + 1))
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ "$rc" -ne "$want" ]; then
+        fail "exit status $rc, expected $want"
+        return 1
+    fi
+    return 0
+}
+
+out_has() { grep -q -e "$1" "$tmp/out" || fail "stdout lacks '$1'"; }
+err_has() { grep -q -e "$1" "$tmp/err" || fail "stderr lacks '$1'"; }
+out_empty() { [ ! -s "$tmp/out" ] || fail "stdout is not empty"; }
+err_empty() { [ ! -s "$tmp/err" ] || fail "stderr is not empty"; }
+
+json_valid() {
+    [ "$have_python" -eq 1 ] || return 0
+    python3 -m json.tool "$1" >/dev/null 2>"$tmp/json_err" ||
+        fail "$1 is not valid JSON: $(head -c 200 "$tmp/json_err")"
+}
+
+G="$GROVE"
+B="--backend cpu"
+
+# ---- data: 3000 points, half uniform in [0, 64)^3, half in a small dense spot ----
+awk 'BEGIN {
+    srand(7); print "x,y,z";
+    for (i = 0; i < 3000; i++) {
+        for (a = 0; a < 3; a++) {
+            if (i % 2) v[a] = int(rand() * 65536) / 1024;
+            else v[a] = 20 + int(rand() * 512) / 1024;
+        }
+        printf "%.10f,%.10f,%.10f\n", v[0], v[1], v[2];
+    }
+}' >"$tmp/pts.csv"
+n=3000
+
+# ---- help on every level: usage on stdout, exit 0 ----
+for args in "octree --help" "octree -h" "octree build --help" "octree query --help" \
+    "octree export --help"; do
+    # shellcheck disable=SC2086
+    if expect 0 "grove $args" "$G" $args; then
+        out_has "usage: grove octree"
+        err_empty
+    fi
+done
+
+# ---- usage errors: message on stderr, nothing on stdout, exit 1 ----
+d="$tmp/d"
+for args in "octree" "octree frobnicate" "octree build" "octree build $tmp/pts.csv" \
+    "octree build $tmp/pts.csv -o $d --max-points 0" \
+    "octree build $tmp/pts.csv -o $d --max-points abc" \
+    "octree build $tmp/pts.csv -o $d --lod-grid 3" \
+    "octree build $tmp/pts.csv -o $d --lod-grid 2048" \
+    "octree build $tmp/pts.csv -o $d --max-depth 31" \
+    "octree build $tmp/pts.csv -o $d --batch 0" \
+    "octree build $tmp/pts.csv -o $d --backend gpu" \
+    "octree build $tmp/pts.csv -o $d --frobnicate" \
+    "octree build $tmp/pts.csv $tmp/pts.csv -o $d" \
+    "octree query" "octree query $d" "octree query $d --box 1 2 3" \
+    "octree query $d --box 0 0 0 1 1 x" "octree query $d --box 0 0 0 1 1 nan" \
+    "octree query $d --radius 0 0 0 -1" \
+    "octree query $d --box 0 0 0 1 1 1 --radius 0 0 0 1" \
+    "octree export" "octree export $d" "octree export $d --level 1" \
+    "octree export $d --level -1 -o $tmp/x.ply" "octree export $d --level 1 -o"; do
+    # shellcheck disable=SC2086
+    if expect 1 "grove $args" "$G" $args; then
+        err_has "^grove"
+        out_empty
+    fi
+done
+[ ! -e "$d" ] || { name="usage errors"; fail "$d was created by a usage error"; }
+
+# an option out of range for another (the library's check): usage error too
+if expect 1 "build --max-depth 29 --lod-grid 128" "$G" octree build "$tmp/pts.csv" -o "$d" \
+    --max-depth 29 --lod-grid 128 $B; then
+    err_has "max_depth"
+fi
+
+# ---- bad input: exit 2, the message names the file ----
+printf 'x,y,z\n1,2,3\n4,oops,6\n' >"$tmp/bad.csv"
+if expect 2 "build <malformed csv>" "$G" octree build "$tmp/bad.csv" -o "$d" $B; then
+    err_has "bad.csv:3"
+    out_empty
+fi
+if expect 2 "build <missing file>" "$G" octree build "$tmp/missing.csv" -o "$d" $B; then
+    err_has "missing.csv"
+fi
+printf 'LASF not really compressed' >"$tmp/cloud.laz"
+if expect 2 "build <.laz>" "$G" octree build "$tmp/cloud.laz" -o "$d" $B; then
+    err_has "not supported"
+fi
+if expect 2 "query <missing directory>" "$G" octree query "$tmp/nowhere" --box 0 0 0 1 1 1 $B; then
+    err_has "grove.octree: cannot open"
+fi
+if expect 2 "export <missing directory>" "$G" octree export "$tmp/nowhere" --level 1 \
+    -o "$tmp/x.ply"; then
+    err_has "metadata.json: cannot open"
+fi
+
+# ---- runtime: an output directory that cannot be created ----
+: >"$tmp/plainfile"
+if expect 3 "build -o <under a regular file>" "$G" octree build "$tmp/pts.csv" \
+    -o "$tmp/plainfile/sub" $B; then
+    err_has "plainfile"
+    out_empty
+fi
+
+# ---- build -> query -> export ----
+if expect 0 "build" "$G" octree build "$tmp/pts.csv" -o "$d" --max-points 100 --lod-grid 8 \
+    --batch 700 $B; then
+    out_has "^grove octree build: .*3000 points"
+    out_has "^nodes: "
+    out_has "points/s"
+    for f in metadata.json hierarchy.bin octree.bin grove.octree; do
+        [ -s "$d/$f" ] || fail "$d/$f missing"
+    done
+    json_valid "$d/metadata.json"
+    leftovers=$(find "$d" -name '*grove-tmp*' | wc -l)
+    [ "$leftovers" -eq 0 ] || fail "temporary files left in $d"
+fi
+if expect 0 "build --json" "$G" octree build "$tmp/pts.csv" -o "$tmp/dj" --json $B; then
+    cp "$tmp/out" "$tmp/build.json"
+    json_valid "$tmp/build.json"
+    grep -q '"points": 3000' "$tmp/build.json" || fail "build.json lacks the point count"
+    err_empty
+fi
+
+# brute force: indices inside the box / the sphere, ascending
+awk -F, -v x0=19.75 -v y0=20 -v z0=20.125 -v x1=20.25 -v y1=20.375 -v z1=21 'NR > 1 {
+    if ($1 >= x0 && $1 <= x1 && $2 >= y0 && $2 <= y1 && $3 >= z0 && $3 <= z1) print NR - 2
+}' "$tmp/pts.csv" >"$tmp/box.want"
+if expect 0 "query --box" "$G" octree query "$d" --box 19.75 20 20.125 20.25 20.375 21 $B; then
+    cmp -s "$tmp/out" "$tmp/box.want" ||
+        fail "box result differs from brute force ($(wc -l <"$tmp/out") vs $(wc -l <"$tmp/box.want") lines)"
+    [ -s "$tmp/box.want" ] || fail "the box holds no point: the test proves nothing"
+fi
+awk -F, -v cx=32 -v cy=16 -v cz=40 -v r=12.5 'NR > 1 {
+    dx = $1 - cx; dy = $2 - cy; dz = $3 - cz;
+    if (dx * dx + dy * dy + dz * dz <= r * r) print NR - 2
+}' "$tmp/pts.csv" >"$tmp/radius.want"
+if expect 0 "query --radius" "$G" octree query "$d" --radius 32 16 40 12.5 $B; then
+    cmp -s "$tmp/out" "$tmp/radius.want" || fail "radius result differs from brute force"
+    [ -s "$tmp/radius.want" ] || fail "the sphere holds no point"
+fi
+if expect 0 "query --box (empty box)" "$G" octree query "$d" --box 5 0 0 4 64 64 $B; then
+    out_empty
+fi
+if expect 0 "query --box (everything)" "$G" octree query "$d" --box -1 -1 -1 65 65 65 $B; then
+    [ "$(wc -l <"$tmp/out")" -eq "$n" ] || fail "not every point"
+    [ "$(head -n 1 "$tmp/out")" = 0 ] && [ "$(tail -n 1 "$tmp/out")" = $((n - 1)) ] ||
+        fail "not 0 .. n-1"
+fi
+
+# export: every level until the whole cloud
+if expect 0 "export --level 0" "$G" octree export "$d" --level 0 -o "$tmp/l0.ply"; then
+    out_has "^wrote [0-9]* points of level 0"
+    head -c 200 "$tmp/l0.ply" | grep -q "property double x" || fail "l0.ply is not double PLY"
+fi
+if expect 0 "export --level 1000" "$G" octree export "$d" --level 1000 -o "$tmp/all.ply"; then
+    out_has "^wrote $n points of level 1000"
+    head -c 300 "$tmp/all.ply" | grep -q "element vertex $n" || fail "all.ply lacks $n vertices"
+fi
+# the exported cloud builds again, with the same number of points
+if expect 0 "build <exported PLY>" "$G" octree build "$tmp/all.ply" -o "$tmp/d2" $B; then
+    out_has "$n points"
+fi
+
+# ---- a PLY with colour: rgb in the Potree attributes and in the export ----
+awk 'BEGIN {
+    srand(3); print "ply"; print "format ascii 1.0"; print "element vertex 200";
+    print "property float x"; print "property float y"; print "property float z";
+    print "property uchar red"; print "property uchar green"; print "property uchar blue";
+    print "end_header";
+    for (i = 0; i < 200; i++)
+        printf "%d %d %d %d %d %d\n", i % 7, i % 11, i % 13, i % 256, (3 * i) % 256, 255;
+}' >"$tmp/col.ply"
+if expect 0 "build <PLY with colour>" "$G" octree build "$tmp/col.ply" -o "$tmp/dc" \
+    --max-points 10 $B; then
+    out_has "rgb"
+    grep -q '"name": "rgb"' "$tmp/dc/metadata.json" || fail "metadata.json lists no rgb"
+    json_valid "$tmp/dc/metadata.json"
+fi
+if expect 0 "export <colour>" "$G" octree export "$tmp/dc" --level 99 -o "$tmp/c.ply"; then
+    head -c 400 "$tmp/c.ply" | grep -q "property ushort red" || fail "c.ply has no colour"
+fi
+
+# ---- damaged files: exit 2 with the file named ----
+cp -r "$d" "$tmp/dd"
+head -c 100 "$d/grove.octree" >"$tmp/dd/grove.octree"
+if expect 2 "query <truncated grove.octree>" "$G" octree query "$tmp/dd" --box 0 0 0 1 1 1 $B; then
+    err_has "grove.octree: truncated header"
+fi
+printf '{"version": "2.0",' >"$tmp/dd/metadata.json"
+if expect 2 "export <malformed metadata.json>" "$G" octree export "$tmp/dd" --level 1 \
+    -o "$tmp/x.ply"; then
+    err_has "metadata.json: line 1: malformed JSON"
+fi
+[ ! -e "$tmp/x.ply" ] || { name="failed export"; fail "x.ply written by a failed export"; }
+
+if [ "$fails" -ne 0 ]; then
+    echo "cli_octree_test: $fails of $checks checks FAILED" >&2
+    exit 1
+fi
+echo "cli_octree_test: all $checks checks passed"
+exit 0

@@ -1,0 +1,796 @@
+/*
+ * test_bezier.c - the Bezier tessellation (bezier.h): counts recomputed here from the rules of
+ * bezier.h (the curvature rule as written, the tolerance rule by linear search where the library
+ * bisects), every vertex compared with the curve evaluated in double by de Casteljau's
+ * construction, end points bit-exact, the layout (offsets, totals, stats); sizes around the
+ * warp, the GPU kernel's tile of 512 curves and its chunk of 2048 vertices; degenerate,
+ * huge and tiny curves; bad input and options with exact status and message. With --backend
+ * cuda, the GPU's flat and cdp variants are compared byte for byte with each other and with the
+ * CPU backend, the device calls are checked (capacity, unaligned output), and the cdp variant's
+ * pending-launch limit paths are forced through the test hook.
+ *
+ * usage: test_bezier [--backend cpu|cuda] [--large N] [--seed S]
+ *                    [--only quick|quick-flat]
+ * (--only quick: a few small sizes, the device calls and the limit paths at small n, for the
+ * compute-sanitizer runs; quick-flat: the same without the cdp variant, for the tools that do
+ * not support dynamic parallelism)
+ */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grove/bezier.h"
+#include "testutil.h"
+
+#ifdef GROVE_HAVE_CUDA
+#include <cuda_runtime.h>
+/* bezier_cuda.h */
+void grove__bz_cdp_tune(size_t chunk_max, size_t device_cap, size_t group, unsigned big);
+void grove__bz_cdp_plan(size_t *group, unsigned *big);
+void grove__bz_flat_tune(int single);
+#endif
+
+static int g_quick;  /* --only quick or quick-flat */
+static int g_no_cdp; /* --only quick-flat: no dynamic parallelism (racecheck and synccheck do not
+                        support it) */
+
+/* ---- curves ---- */
+
+enum { GEN_RANDOM, GEN_POINT, GEN_COLLINEAR, GEN_LINES, GEN_EVEN, GEN_CLOSED };
+
+typedef struct curveset {
+    grove_curves c;
+} curveset;
+
+static void cs_free(curveset *s)
+{
+    free(s->c.cp);
+    free(s->c.degree);
+    memset(s, 0, sizeof *s);
+}
+
+/* n curves of `kind`, coordinates in [-scale, scale), degrees 1..3 (mostly 2 and 3); the unused
+ * control-point slots hold junk, which the library must ignore. */
+static void gen(curveset *s, tu_rng *r, size_t n, int kind, float scale)
+{
+    s->c.n = n;
+    s->c.cp = n ? (float *)tu_malloc(8 * n * sizeof(float)) : NULL;
+    s->c.degree = n ? (uint8_t *)tu_malloc(n) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        float *p = s->c.cp + 8 * i;
+        uint32_t h = tu_u32(r);
+        int d = (h % 8 == 0) ? 1 : (h % 2 ? 2 : 3);
+        for (int k = 0; k < 8; k++) p[k] = tu_f32(r, -scale, scale);
+        switch (kind) {
+        case GEN_POINT:
+            for (int k = 2; k < 8; k++) p[k] = p[k & 1];
+            break;
+        case GEN_COLLINEAR: { /* points on a line through P0, in any order */
+            float dx = tu_f32(r, -1, 1), dy = tu_f32(r, -1, 1);
+            for (int k = 1; k < 4; k++) {
+                float t = tu_f32(r, -1, 1) * scale;
+                p[2 * k] = p[0] + t * dx;
+                p[2 * k + 1] = p[1] + t * dy;
+            }
+            break;
+        }
+        case GEN_LINES: d = 1; break;
+        case GEN_EVEN: /* evenly spaced collinear points: zero second differences */
+            p[2] = 0.5f * p[0] + 0.5f * p[4] + 0.0f;
+            p[3] = 0.5f * p[1] + 0.5f * p[5] + 0.0f;
+            d = 2;
+            p[0] = p[2] - (p[4] - p[2]);
+            p[1] = p[3] - (p[5] - p[3]);
+            break;
+        case GEN_CLOSED: /* P0 == Pd, inner points elsewhere */
+            p[2 * d] = p[0];
+            p[2 * d + 1] = p[1];
+            if (d == 1) d = 2, p[4] = p[0], p[5] = p[1];
+            break;
+        default: break;
+        }
+        for (int k = 2 * (d + 1); k < 8; k++) p[k] = (k & 1) ? NAN : -INFINITY; /* ignored */
+        s->c.degree[i] = (uint8_t)d;
+    }
+}
+
+/* ---- the rules, recomputed ---- */
+
+static double nrm(double x, double y)
+{
+    double a = x * x;
+    double b = y * y;
+    double s = a + b;
+    return sqrt(s);
+}
+
+static uint32_t want_count(const float *p, int d, const grove_bezier_opts *o, int *capped)
+{
+    *capped = 0;
+    if (o->mode == GROVE_BEZIER_TOLERANCE) {
+        double mx = 0;
+        for (int i = 0; i + 2 <= d; i++) {
+            double tx = 2.0 * (double)p[2 * i + 2], ty = 2.0 * (double)p[2 * i + 3];
+            double ax = (double)p[2 * i + 4] - tx, ay = (double)p[2 * i + 5] - ty;
+            double v = nrm(ax + (double)p[2 * i], ay + (double)p[2 * i + 1]);
+            if (v > mx) mx = v;
+        }
+        double km = (double)(d * (d - 1)) * mx;
+        for (uint32_t s = 1; s + 1 <= (uint32_t)o->max_points; s++) {
+            double ss = (double)s * (double)s;
+            double den = 8.0 * ss;
+            if (km / den <= o->tolerance) return s + 1;
+        }
+        *capped = 1;
+        return (uint32_t)o->max_points;
+    }
+    double x0 = p[0], y0 = p[1];
+    double chx = (double)p[2 * d] - x0, chy = (double)p[2 * d + 1] - y0;
+    double len = nrm(chx, chy), c = 0;
+    for (int i = 1; i < d; i++) {
+        double ex = (double)p[2 * i] - x0, ey = (double)p[2 * i + 1] - y0, dist;
+        if (len == 0) {
+            dist = nrm(ex, ey);
+        } else {
+            double a = ex * chy;
+            double b = ey * chx;
+            dist = fabs(a - b) / len;
+        }
+        if (dist > c) c = dist;
+    }
+    double v = floor(c * o->curvature_scale);
+    if (v > o->max_points) return *capped = 1, (uint32_t)o->max_points;
+    if (v < o->min_points) return *capped = 1, (uint32_t)o->min_points;
+    return (uint32_t)v;
+}
+
+/* B(u) in double by de Casteljau. */
+static void eval(const float *p, int d, double u, double *x, double *y)
+{
+    double qx[4], qy[4];
+    for (int i = 0; i <= d; i++) qx[i] = p[2 * i], qy[i] = p[2 * i + 1];
+    for (int l = d; l > 0; l--)
+        for (int i = 0; i < l; i++) {
+            qx[i] = (1 - u) * qx[i] + u * qx[i + 1];
+            qy[i] = (1 - u) * qy[i] + u * qy[i + 1];
+        }
+    *x = qx[0];
+    *y = qy[0];
+}
+
+/* Checks layout, counts, vertices and stats of one result; returns the failures it found. */
+static int check(const char *what, const grove_curves *in, const grove_bezier_opts *o,
+                 const grove_polylines *pl, const grove_bezier_stats *st)
+{
+    int bad = 0;
+    uint64_t capped = 0;
+    if (pl->n_curves != in->n || !pl->offsets || pl->offsets[0] != 0 ||
+        pl->offsets[in->n] != pl->n_vertices || (pl->n_vertices > 0) != (pl->xy != NULL)) {
+        FAIL("%s: bad layout (n_curves %zu of %zu, n_vertices %llu)", what, pl->n_curves, in->n,
+             (unsigned long long)pl->n_vertices);
+        return 1;
+    }
+    for (size_t c = 0; c < in->n && bad < 5; c++) {
+        const float *p = in->cp + 8 * c;
+        const int d = in->degree[c];
+        int cap;
+        const uint32_t want = want_count(p, d, o, &cap);
+        const uint64_t b = pl->offsets[c], m = pl->offsets[c + 1] - b;
+        capped += (uint64_t)cap;
+        if (pl->offsets[c + 1] < b || m != want) {
+            FAIL("%s: curve %zu (degree %d): %llu vertices, want %u", what, c, d,
+                 (unsigned long long)m, want);
+            bad++;
+            continue;
+        }
+        const float *v = pl->xy + 2 * b;
+        if (memcmp(v, p, 2 * sizeof(float)) || memcmp(v + 2 * (m - 1), p + 2 * d, 8)) {
+            FAIL("%s: curve %zu: end points (%.9g %.9g)..(%.9g %.9g) are not P0, P%d", what, c,
+                 v[0], v[1], v[2 * (m - 1)], v[2 * m - 1], d);
+            bad++;
+        }
+        double mag = 0;
+        for (int k = 0; k < 2 * (d + 1); k++) mag = fmax(mag, fabs((double)p[k]));
+        /* a few float roundings of terms no larger than mag, plus u's own rounding times the
+         * curve's speed (at most 2 d mag) */
+        const double tol = 2e-6 * mag + 1e-300;
+        for (uint64_t i = 0; i < m; i++) {
+            double x, y;
+            eval(p, d, (double)i / (double)(m - 1), &x, &y);
+            if (!(fabs(x - v[2 * i]) <= tol && fabs(y - v[2 * i + 1]) <= tol)) {
+                FAIL("%s: curve %zu vertex %llu of %llu: (%.9g, %.9g), curve at (%.9g, %.9g)", what,
+                     c, (unsigned long long)i, (unsigned long long)m, v[2 * i], v[2 * i + 1], x, y);
+                bad++;
+                break;
+            }
+        }
+    }
+    if (st && !bad && st->capped != capped) {
+        FAIL("%s: stats.capped %llu, want %llu", what, (unsigned long long)st->capped,
+             (unsigned long long)capped);
+        bad++;
+    }
+    return bad;
+}
+
+static int same(const char *what, const grove_polylines *a, const grove_polylines *b)
+{
+    if (a->n_curves != b->n_curves || a->n_vertices != b->n_vertices ||
+        memcmp(a->offsets, b->offsets, (a->n_curves + 1) * sizeof(uint64_t)) ||
+        (a->n_vertices && memcmp(a->xy, b->xy, a->n_vertices * 2 * sizeof(float)))) {
+        size_t i = 0;
+        if (a->n_vertices == b->n_vertices)
+            while (i < 2 * a->n_vertices && !memcmp(&a->xy[i], &b->xy[i], 4)) i++;
+        FAIL("%s: results differ (vertices %llu vs %llu, first differing float %zu)", what,
+             (unsigned long long)a->n_vertices, (unsigned long long)b->n_vertices, i);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- one case on every backend and variant at hand ---- */
+
+typedef struct env {
+    grove_ctx *cpu, *gpu;
+} env;
+
+/* The child launches of the cdp variant in one parent grid (the pending-launch limit not hit):
+ * a group child per `group` curves, and one per curve of >= big vertices when max_points >= big. */
+static uint64_t cdp_launches(const grove_polylines *p, const grove_bezier_opts *o)
+{
+#ifdef GROVE_HAVE_CUDA
+    size_t group;
+    unsigned big;
+    uint64_t k;
+    grove__bz_cdp_plan(&group, &big);
+    k = (p->n_curves + group - 1) / group;
+    if ((unsigned)o->max_points >= big)
+        for (size_t c = 0; c < p->n_curves; c++) k += p->offsets[c + 1] - p->offsets[c] >= big;
+    return k;
+#else
+    (void)p, (void)o;
+    return 0;
+#endif
+}
+
+static void run_case(const env *E, const char *what, const grove_curves *in,
+                     const grove_bezier_opts *o, int full_check)
+{
+    grove_polylines ref, got;
+    grove_bezier_stats st;
+    char name[200];
+    CHECK_OK(E->cpu, grove_bezier_tessellate(E->cpu, in, o, &ref, &st));
+    snprintf(name, sizeof name, "%s (cpu)", what);
+    if (full_check) check(name, in, o, &ref, &st);
+    CHECK(st.variant == GROVE_BEZIER_FLAT && st.child_launches == 0);
+    if (E->gpu) {
+#ifdef GROVE_HAVE_CUDA
+        /* cdp plans: the defaults; a group child and a child of its own for every curve; groups
+         * of 3 and children of their own from 17 vertices (mixed) */
+        const size_t groups[3] = {0, 1, 3};
+        const unsigned bigs[3] = {0, 2, 17};
+        const int nplans = in->n <= 5000 ? 3 : 1;
+        /* flat (and auto): the tile writer by vertex pairs (default), then one vertex a step */
+#else
+        const int nplans = 1;
+#endif
+        const grove_bezier_variant vs[3] = {GROVE_BEZIER_FLAT, GROVE_BEZIER_CDP, GROVE_BEZIER_AUTO};
+        for (int k = 0; k < 3; k++)
+            for (int pl = 0; pl < (k == 1 ? nplans : k == 0 ? 2 : 1); pl++) {
+                grove_bezier_opts og = *o;
+                if (k == 1 && g_no_cdp) continue;
+                grove_bezier_stats sg;
+                og.variant = vs[k];
+#ifdef GROVE_HAVE_CUDA
+                if (k == 1)
+                    grove__bz_cdp_tune(0, 0, groups[pl], bigs[pl]);
+                else
+                    grove__bz_flat_tune(pl);
+#endif
+                snprintf(name, sizeof name, "%s (cuda %s, plan %d)", what,
+                         k == 0   ? "flat"
+                         : k == 1 ? "cdp"
+                                  : "auto",
+                         pl);
+                CHECK_OK(E->gpu, grove_bezier_tessellate(E->gpu, in, &og, &got, &sg));
+                if (same(name, &ref, &got) == 0 && full_check && k == 0)
+                    check(name, in, o, &got, &sg);
+                CHECK_MSG(sg.capped == st.capped, "%s: capped %llu vs cpu %llu", name,
+                          (unsigned long long)sg.capped, (unsigned long long)st.capped);
+                if (k == 1) {
+                    const uint64_t want = cdp_launches(&ref, o);
+                    CHECK_MSG(sg.variant == GROVE_BEZIER_CDP && sg.child_launches == want,
+                              "%s: variant %d, %llu child launches for %zu curves, %llu expected",
+                              name, (int)sg.variant, (unsigned long long)sg.child_launches, in->n,
+                              (unsigned long long)want);
+                } else {
+                    CHECK(sg.variant == GROVE_BEZIER_FLAT && sg.child_launches == 0);
+                }
+                grove_polylines_free(&got);
+            }
+#ifdef GROVE_HAVE_CUDA
+        grove__bz_cdp_tune(0, 0, 0, 0);
+        grove__bz_flat_tune(0);
+#endif
+    }
+    grove_polylines_free(&ref);
+}
+
+static void opts_curv(grove_bezier_opts *o, int minp, int maxp, double scale)
+{
+    grove_bezier_default_opts(o);
+    o->min_points = minp;
+    o->max_points = maxp;
+    o->curvature_scale = scale;
+}
+
+static void opts_tol(grove_bezier_opts *o, int maxp, double tol)
+{
+    grove_bezier_default_opts(o);
+    o->mode = GROVE_BEZIER_TOLERANCE;
+    o->max_points = maxp;
+    o->tolerance = tol;
+}
+
+static void test_sizes(const env *E, tu_rng *r)
+{
+    /* 511..513 curves around a tile of 512; with 4 vertices each, a tile is exactly one chunk of
+     * 2048 vertices, with 5 a chunk and a quarter */
+    const size_t sizes[] = {0, 1, 2, 31, 32, 33, 255, 256, 257, 511, 512, 513, 1023, 1025, 4099};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        if (g_quick && sizes[i] > 513) break;
+        curveset s = {{0}};
+        grove_bezier_opts o;
+        char what[96];
+        gen(&s, r, sizes[i], GEN_RANDOM, 100.0f);
+        grove_bezier_default_opts(&o);
+        snprintf(what, sizeof what, "default n=%zu", sizes[i]);
+        run_case(E, what, &s.c, &o, 1);
+        opts_curv(&o, 2, 2, 16);
+        snprintf(what, sizeof what, "max_points 2 n=%zu", sizes[i]);
+        run_case(E, what, &s.c, &o, 1);
+        opts_curv(&o, 4, 4, 16);
+        snprintf(what, sizeof what, "4 points n=%zu", sizes[i]);
+        run_case(E, what, &s.c, &o, 1);
+        opts_curv(&o, 5, 5, 16);
+        snprintf(what, sizeof what, "5 points n=%zu", sizes[i]);
+        run_case(E, what, &s.c, &o, 1);
+        opts_curv(&o, 2, 40, 0.05); /* mixed counts, many clamped to 2 */
+        snprintf(what, sizeof what, "curvature 2..40 n=%zu", sizes[i]);
+        run_case(E, what, &s.c, &o, 1);
+        opts_tol(&o, 4096, 0.01);
+        snprintf(what, sizeof what, "tolerance 0.01 n=%zu", sizes[i]);
+        run_case(E, what, &s.c, &o, 1);
+        opts_tol(&o, 64, 0.5);
+        snprintf(what, sizeof what, "tolerance 0.5 max 64 n=%zu", sizes[i]);
+        run_case(E, what, &s.c, &o, 1);
+        cs_free(&s);
+    }
+    if (g_quick) return;
+    /* one curve of 3 vertices first, then 2-vertex curves: blocks start inside curves and
+     * hold V / 2 + 1 curves */
+    {
+        curveset s = {{0}};
+        grove_bezier_opts o;
+        gen(&s, r, 3000, GEN_LINES, 10.0f);
+        opts_curv(&o, 2, 2, 1);
+        run_case(E, "lines of 2, shifted by one", &s.c, &o, 1);
+        s.c.degree[0] = 2;
+        s.c.cp[4] = 3, s.c.cp[5] = 4;
+        opts_tol(&o, 3, 1e-9);
+        run_case(E, "tolerance max 3 (a third vertex on curved ones)", &s.c, &o, 1);
+        cs_free(&s);
+    }
+    /* max_points 4096: curves span several writer blocks */
+    {
+        curveset s = {{0}};
+        grove_bezier_opts o;
+        gen(&s, r, 300, GEN_RANDOM, 1000.0f);
+        opts_curv(&o, 2, 4096, 1000);
+        run_case(E, "max_points 4096", &s.c, &o, 1);
+        opts_tol(&o, 4096, 1e-7);
+        run_case(E, "tolerance capped at 4096", &s.c, &o, 1);
+        cs_free(&s);
+    }
+}
+
+static void test_degenerate(const env *E, tu_rng *r)
+{
+    const int kinds[] = {GEN_POINT, GEN_COLLINEAR, GEN_LINES, GEN_EVEN, GEN_CLOSED};
+    const char *names[] = {"points", "collinear", "lines", "evenly spaced", "closed"};
+    for (int k = 0; k < 5; k++) {
+        curveset s = {{0}};
+        grove_bezier_opts o;
+        char what[96];
+        gen(&s, r, 777, kinds[k], 50.0f);
+        grove_bezier_default_opts(&o);
+        snprintf(what, sizeof what, "%s, curvature", names[k]);
+        run_case(E, what, &s.c, &o, 1);
+        opts_tol(&o, 4096, 0.001);
+        snprintf(what, sizeof what, "%s, tolerance", names[k]);
+        run_case(E, what, &s.c, &o, 1);
+        cs_free(&s);
+    }
+    /* the counts of the degenerate kinds themselves */
+    {
+        curveset s = {{0}};
+        grove_bezier_opts o;
+        grove_polylines pl;
+        gen(&s, r, 100, GEN_POINT, 5.0f);
+        grove_bezier_default_opts(&o);
+        CHECK_OK(E->cpu, grove_bezier_tessellate(E->cpu, &s.c, &o, &pl, NULL));
+        CHECK(pl.n_vertices == 100 * 4); /* c = 0: min_points */
+        grove_polylines_free(&pl);
+        opts_tol(&o, 32, 1e-6);
+        CHECK_OK(E->cpu, grove_bezier_tessellate(E->cpu, &s.c, &o, &pl, NULL));
+        CHECK(pl.n_vertices == 100 * 2); /* M = 0: one segment */
+        grove_polylines_free(&pl);
+        cs_free(&s);
+    }
+    const float scales[] = {1e-30f, 1e-3f, 1e6f, 1e37f};
+    for (int k = 0; k < 4; k++) {
+        curveset s = {{0}};
+        grove_bezier_opts o;
+        char what[96];
+        gen(&s, r, 1000, GEN_RANDOM, scales[k]);
+        grove_bezier_default_opts(&o);
+        snprintf(what, sizeof what, "scale %g, curvature", (double)scales[k]);
+        run_case(E, what, &s.c, &o, 1);
+        opts_tol(&o, 4096, (double)scales[k] * 1e-4);
+        snprintf(what, sizeof what, "scale %g, tolerance", (double)scales[k]);
+        run_case(E, what, &s.c, &o, 1);
+        opts_curv(&o, 2, 4096, 1e300);
+        snprintf(what, sizeof what, "scale %g, curvature_scale 1e300", (double)scales[k]);
+        run_case(E, what, &s.c, &o, 1);
+        cs_free(&s);
+    }
+}
+
+static void expect_err(grove_ctx *ctx, const char *what, grove_status got, grove_status want,
+                       const char *sub)
+{
+    const char *msg = grove_ctx_last_error(ctx);
+    if (got != want)
+        FAIL("%s: status %d (%s), want %d; message: %s", what, (int)got, grove_status_string(got),
+             (int)want, msg);
+    else if (sub && !strstr(msg, sub))
+        FAIL("%s: message \"%s\" lacks \"%s\"", what, msg, sub);
+}
+
+static void test_bad(grove_ctx *ctx, tu_rng *r)
+{
+    curveset s = {{0}};
+    grove_bezier_opts o;
+    grove_polylines pl;
+    grove_bezier_stats st;
+    gen(&s, r, 50, GEN_RANDOM, 10.0f);
+    s.c.degree[7] = 0;
+    expect_err(ctx, "degree 0", grove_bezier_tessellate(ctx, &s.c, NULL, &pl, &st),
+               GROVE_ERR_BAD_INPUT, "curve 7: degree 0");
+    CHECK(pl.offsets == NULL && pl.xy == NULL && pl.n_vertices == 0);
+    s.c.degree[7] = 4;
+    expect_err(ctx, "degree 4", grove_bezier_tessellate(ctx, &s.c, NULL, &pl, NULL),
+               GROVE_ERR_BAD_INPUT, "curve 7: degree 4");
+    s.c.degree[7] = 2;
+    s.c.degree[9] = 3;
+    s.c.cp[8 * 9 + 6] = 1; /* was junk in an unused slot */
+    s.c.cp[8 * 9 + 7] = NAN;
+    expect_err(ctx, "NaN", grove_bezier_tessellate(ctx, &s.c, NULL, &pl, NULL), GROVE_ERR_BAD_INPUT,
+               "curve 9: control point 3 has a non-finite y");
+    s.c.degree[9] = 2; /* the NaN is now in an unused slot */
+    s.c.cp[8 * 12 + 2] = INFINITY;
+    expect_err(ctx, "inf", grove_bezier_tessellate(ctx, &s.c, NULL, &pl, NULL), GROVE_ERR_BAD_INPUT,
+               "curve 12: control point 1 has a non-finite x");
+    s.c.cp[8 * 12 + 2] = 1;
+    CHECK_OK(ctx, grove_bezier_tessellate(ctx, &s.c, NULL, &pl, NULL));
+    grove_polylines_free(&pl);
+
+#define BAD_OPT(field, value, sub)                                                                 \
+    do {                                                                                           \
+        grove_bezier_default_opts(&o);                                                             \
+        o.field = value;                                                                           \
+        expect_err(ctx, #field " = " #value, grove_bezier_tessellate(ctx, &s.c, &o, &pl, NULL),    \
+                   GROVE_ERR_INVALID_ARG, sub);                                                    \
+    } while (0)
+    BAD_OPT(max_points, 1, "opts->max_points is 1");
+    BAD_OPT(max_points, 4097, "opts->max_points is 4097");
+    BAD_OPT(min_points, 1, "opts->min_points is 1");
+    BAD_OPT(min_points, 33, "opts->min_points is 33");
+    BAD_OPT(curvature_scale, 0.0, "opts->curvature_scale");
+    BAD_OPT(curvature_scale, NAN, "opts->curvature_scale");
+    BAD_OPT(curvature_scale, INFINITY, "opts->curvature_scale");
+    BAD_OPT(mode, (grove_bezier_mode)2, "opts->mode is 2");
+    BAD_OPT(variant, (grove_bezier_variant)3, "opts->variant is 3");
+#undef BAD_OPT
+    opts_tol(&o, 32, 0.0);
+    expect_err(ctx, "tolerance 0", grove_bezier_tessellate(ctx, &s.c, &o, &pl, NULL),
+               GROVE_ERR_INVALID_ARG, "opts->tolerance is 0");
+    o.tolerance = -1;
+    expect_err(ctx, "tolerance -1", grove_bezier_tessellate(ctx, &s.c, &o, &pl, NULL),
+               GROVE_ERR_INVALID_ARG, "opts->tolerance is -1");
+    o.tolerance = 0.1;
+    o.min_points = 0; /* ignored in tolerance mode */
+    CHECK_OK(ctx, grove_bezier_tessellate(ctx, &s.c, &o, &pl, NULL));
+    grove_polylines_free(&pl);
+    expect_err(ctx, "in NULL", grove_bezier_tessellate(ctx, NULL, NULL, &pl, NULL),
+               GROVE_ERR_INVALID_ARG, "in is NULL");
+    expect_err(ctx, "out NULL", grove_bezier_tessellate(ctx, &s.c, NULL, NULL, NULL),
+               GROVE_ERR_INVALID_ARG, "out is NULL");
+    CHECK(grove_bezier_tessellate(NULL, &s.c, NULL, &pl, NULL) == GROVE_ERR_INVALID_ARG);
+    {
+        grove_curves nul = s.c;
+        nul.cp = NULL;
+        expect_err(ctx, "cp NULL", grove_bezier_tessellate(ctx, &nul, NULL, &pl, NULL),
+                   GROVE_ERR_INVALID_ARG, "in->cp is NULL");
+        nul.n = 0; /* fine when empty */
+        CHECK_OK(ctx, grove_bezier_tessellate(ctx, &nul, NULL, &pl, NULL));
+        CHECK(pl.n_curves == 0 && pl.n_vertices == 0 && pl.offsets && pl.offsets[0] == 0);
+        grove_polylines_free(&pl);
+    }
+    grove_polylines_free(NULL);
+    cs_free(&s);
+}
+
+static void test_large(const env *E, tu_rng *r, size_t n)
+{
+    curveset s = {{0}};
+    grove_bezier_opts o;
+    char what[96];
+    gen(&s, r, n, GEN_RANDOM, 1000.0f);
+    grove_bezier_default_opts(&o);
+    snprintf(what, sizeof what, "large n=%zu, default", n);
+    run_case(E, what, &s.c, &o, 1);
+    opts_tol(&o, 256, 0.05);
+    snprintf(what, sizeof what, "large n=%zu, tolerance", n);
+    run_case(E, what, &s.c, &o, 0);
+    cs_free(&s);
+}
+
+#ifdef GROVE_HAVE_CUDA
+static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
+{
+    curveset s = {{0}};
+    grove_bezier_opts o;
+    grove_polylines ref;
+    grove_bezier_stats st;
+    const size_t n = 1000;
+    float *d_cp = NULL, *d_xy = NULL, *h_xy;
+    uint8_t *d_deg = NULL;
+    uint64_t *d_off = NULL, *h_off, total = 0;
+    gen(&s, r, n, GEN_RANDOM, 30.0f);
+    grove_bezier_default_opts(&o);
+    CHECK_OK(cpu, grove_bezier_tessellate(cpu, &s.c, &o, &ref, NULL));
+    const uint64_t tv = ref.n_vertices;
+    h_xy = (float *)tu_malloc((2 * tv + 2) * sizeof(float));
+    h_off = (uint64_t *)tu_malloc((n + 1) * sizeof(uint64_t));
+    CHECK(cudaMalloc((void **)&d_cp, 8 * n * sizeof(float)) == cudaSuccess);
+    CHECK(cudaMalloc((void **)&d_deg, n) == cudaSuccess);
+    CHECK(cudaMalloc((void **)&d_off, (n + 1) * sizeof(uint64_t)) == cudaSuccess);
+    CHECK(cudaMalloc((void **)&d_xy, (2 * tv + 2) * sizeof(float)) == cudaSuccess);
+    cudaMemcpy(d_cp, s.c.cp, 8 * n * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemcpy(d_deg, s.c.degree, n, cudaMemcpyHostToDevice);
+
+    CHECK_OK(gpu, grove_bezier_count_device(gpu, d_cp, d_deg, n, &o, d_off, &total));
+    CHECK(total == tv);
+    cudaMemcpy(h_off, d_off, (n + 1) * sizeof(uint64_t), cudaMemcpyDeviceToHost);
+    CHECK(memcmp(h_off, ref.offsets, (n + 1) * sizeof(uint64_t)) == 0);
+
+    /* too small (one vertex short, half): LIMIT, the total says what is needed; nothing at or
+     * past capacity is written; flat has written the vertices below it, cdp nothing */
+    for (int v = 0; v < 2 - g_no_cdp; v++)
+        for (int half = 0; half < 2; half++) {
+            const uint64_t cap = half ? tv / 2 : tv - 1;
+            size_t bad = 0;
+            o.variant = v ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
+            cudaMemset(d_xy, 0x7f, (2 * tv + 2) * sizeof(float));
+            total = 0;
+            expect_err(gpu, "capacity",
+                       grove_bezier_tessellate_device(gpu, d_cp, d_deg, n, &o, d_off, d_xy, cap,
+                                                      &total, &st),
+                       GROVE_ERR_LIMIT, "d_xy holds");
+            CHECK(total == tv);
+            cudaMemcpy(h_xy, d_xy, (2 * tv + 2) * sizeof(float), cudaMemcpyDeviceToHost);
+            for (uint64_t i = 0; i < 2 * tv + 2; i++) {
+                const int untouched = ((uint32_t *)h_xy)[i] == 0x7f7f7f7fu;
+                if (i >= 2 * cap || v)
+                    bad += !untouched;
+                else
+                    bad += memcmp(h_xy + i, ref.xy + i, sizeof(float)) != 0;
+            }
+            CHECK_MSG(bad == 0, "capacity %llu variant %d: %zu words wrong",
+                      (unsigned long long)cap, v, bad);
+        }
+    o.variant = GROVE_BEZIER_AUTO;
+    /* exact capacity, aligned (16 and 8 bytes) and unaligned output, flat by pairs and by single
+     * vertices, cdp */
+    for (int v = 0; v < 3 - g_no_cdp; v++)
+        for (int shift = 0; shift < 3; shift++) {
+            o.variant = v == 2 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
+            grove__bz_flat_tune(v == 1);
+            cudaMemset(d_xy, 0x7f, (2 * tv + 2) * sizeof(float));
+            CHECK_OK(gpu, grove_bezier_tessellate_device(gpu, d_cp, d_deg, n, &o, d_off,
+                                                         d_xy + shift, tv, &total, &st));
+            cudaMemcpy(h_xy, d_xy + shift, 2 * tv * sizeof(float), cudaMemcpyDeviceToHost);
+            CHECK_MSG(memcmp(h_xy, ref.xy, 2 * tv * sizeof(float)) == 0,
+                      "device call variant %d shift %d differs from the CPU", v, shift);
+            CHECK(st.variant == o.variant);
+        }
+    grove__bz_flat_tune(0);
+    expect_err(
+        cpu, "device call on a CPU context",
+        grove_bezier_tessellate_device(cpu, d_cp, d_deg, n, &o, d_off, d_xy, tv, &total, NULL),
+        GROVE_ERR_UNSUPPORTED, "CUDA context");
+    expect_err(gpu, "d_offsets NULL",
+               grove_bezier_count_device(gpu, d_cp, d_deg, n, &o, NULL, &total),
+               GROVE_ERR_INVALID_ARG, "d_offsets is NULL");
+    /* n = 0 on the device */
+    CHECK_OK(gpu,
+             grove_bezier_tessellate_device(gpu, NULL, NULL, 0, &o, d_off, NULL, 0, &total, NULL));
+    CHECK(total == 0);
+    cudaFree(d_cp);
+    cudaFree(d_deg);
+    cudaFree(d_off);
+    cudaFree(d_xy);
+    free(h_xy);
+    free(h_off);
+    grove_polylines_free(&ref);
+    cs_free(&s);
+}
+
+/* The cdp variant's pending-launch paths, through the test hooks. With groups of 1 and every
+ * curve of >= 2 vertices given a child of its own, a call launches 2 n children whatever the
+ * chunks, as the one-child-per-curve design did; a group of 7 without long curves gives
+ * ceil(n / 7) when the chunks are multiples of 7 (as they are: 7 per allowed launch). */
+static void test_cdp_limits(const env *E, tu_rng *r)
+{
+    curveset s = {{0}};
+    grove_bezier_opts o;
+    grove_polylines a, b;
+    grove_bezier_stats st;
+    gen(&s, r, g_quick ? 20000 : 50000, GEN_RANDOM, 10.0f);
+    grove_bezier_default_opts(&o);
+    CHECK_OK(E->gpu, grove_bezier_tessellate(E->gpu, &s.c, &o, &a, NULL));
+    o.variant = GROVE_BEZIER_CDP;
+
+    /* 7 launches a parent grid: per-curve children, 3 curves a grid (quick: 1441 curves) */
+    grove__bz_cdp_tune(7, 0, 1, 2);
+    {
+        grove_curves few = s.c;
+        grove_polylines fa;
+        few.n = g_quick ? 1441 : s.c.n;
+        CHECK_OK(E->gpu, grove_bezier_tessellate(E->gpu, &few, NULL, &fa, NULL));
+        CHECK_OK(E->gpu, grove_bezier_tessellate(E->gpu, &few, &o, &b, &st));
+        same("cdp, 7 launches a grid, per curve", &fa, &b);
+        CHECK(st.child_launches == 2 * few.n);
+        grove_polylines_free(&b);
+        /* groups of 7, 7 launches a grid: 49 curves a grid */
+        grove__bz_cdp_tune(7, 0, 7, 0);
+        CHECK_OK(E->gpu, grove_bezier_tessellate(E->gpu, &few, &o, &b, &st));
+        same("cdp, 7 launches a grid, groups of 7", &fa, &b);
+        CHECK(st.child_launches == (few.n + 6) / 7);
+        grove_polylines_free(&b);
+        grove_polylines_free(&fa);
+    }
+    if (g_quick) {
+        grove__bz_cdp_tune(0, 1000, 1, 2);
+        expect_err(E->gpu, "cdp past the pending-launch limit (quick)",
+                   grove_bezier_tessellate(E->gpu, &s.c, &o, &b, &st), GROVE_ERR_LIMIT,
+                   "pending-launch limit could not be raised");
+        grove__bz_cdp_tune(0, 0, 0, 0);
+        grove_polylines_free(&a);
+        cs_free(&s);
+        return;
+    }
+
+    /* a device that holds 40000 pending launches: 100000 wanted, halved to 25000 */
+    grove__bz_cdp_tune(0, 40000, 1, 2);
+    CHECK_OK(E->gpu, grove_bezier_tessellate(E->gpu, &s.c, &o, &b, &st));
+    same("cdp with the limit halved", &a, &b);
+    CHECK(st.child_launches == 2 * s.c.n && st.variant == GROVE_BEZIER_CDP);
+    grove_polylines_free(&b);
+
+    /* one that holds 1000: below the floor; cdp asked for is LIMIT, AUTO runs flat */
+    grove__bz_cdp_tune(0, 1000, 1, 2);
+    expect_err(E->gpu, "cdp past the pending-launch limit",
+               grove_bezier_tessellate(E->gpu, &s.c, &o, &b, &st), GROVE_ERR_LIMIT,
+               "pending-launch limit could not be raised");
+    CHECK(b.offsets == NULL && st.child_launches == 0);
+    o.variant = GROVE_BEZIER_AUTO;
+    CHECK_OK(E->gpu, grove_bezier_tessellate(E->gpu, &s.c, &o, &b, &st));
+    same("auto past the pending-launch limit", &a, &b);
+    CHECK(st.variant == GROVE_BEZIER_FLAT);
+    grove_polylines_free(&b);
+
+    /* few curves fit under the cap without raising anything; the default grouping needs 2
+     * launches for all of them */
+    {
+        grove_curves few = s.c;
+        few.n = 450;
+        o.variant = GROVE_BEZIER_CDP;
+        CHECK_OK(E->gpu, grove_bezier_tessellate(E->gpu, &few, &o, &b, &st));
+        CHECK(st.child_launches == 900 && b.n_vertices == a.offsets[450]);
+        CHECK(b.n_vertices && memcmp(b.xy, a.xy, b.n_vertices * 2 * sizeof(float)) == 0);
+        grove_polylines_free(&b);
+        grove__bz_cdp_tune(0, 1000, 0, 0);
+        CHECK_OK(E->gpu, grove_bezier_tessellate(E->gpu, &s.c, &o, &b, &st));
+        same("cdp grouped under a cap of 1000", &a, &b);
+        CHECK(st.child_launches == cdp_launches(&a, &o));
+        grove_polylines_free(&b);
+    }
+    grove__bz_cdp_tune(0, 0, 0, 0);
+
+    /* forced out of device memory */
+    {
+        grove_ctx_opts co;
+        grove_ctx *small = NULL;
+        grove_ctx_default_opts(&co);
+        co.backend = GROVE_BACKEND_CUDA;
+        co.device_mem_limit = 4096;
+        if (grove_ctx_create(&co, &small) == GROVE_OK) {
+            expect_err(small, "device_mem_limit",
+                       grove_bezier_tessellate(small, &s.c, NULL, &b, NULL),
+                       GROVE_ERR_DEVICE_OUT_OF_MEMORY, "Bezier");
+            CHECK(b.offsets == NULL);
+        }
+        grove_ctx_destroy(small);
+    }
+    grove_polylines_free(&a);
+    cs_free(&s);
+}
+#endif
+
+int main(int argc, char **argv)
+{
+    tu_args a = {"cpu", 0, 20261122, NULL};
+    env E = {NULL, NULL};
+    tu_rng r;
+    grove_ctx_opts co;
+    if (tu_parse_args(argc, argv, &a) != 0) {
+        fprintf(stderr, "usage: test_bezier [--backend cpu|cuda] [--large N] [--seed S]\n");
+        return 2;
+    }
+    r.s = a.seed;
+    g_no_cdp = a.only && !strcmp(a.only, "quick-flat");
+    g_quick = g_no_cdp || (a.only && !strcmp(a.only, "quick"));
+    grove_ctx_default_opts(&co);
+    co.backend = GROVE_BACKEND_CPU;
+    if (grove_ctx_create(&co, &E.cpu) != GROVE_OK) {
+        fprintf(stderr, "test_bezier: no CPU context\n");
+        return 1;
+    }
+    if (!strcmp(a.backend, "cuda")) {
+        int rc = tu_cuda_ctx("test_bezier", NULL, &E.gpu);
+        if (rc) {
+            grove_ctx_destroy(E.cpu);
+            return rc;
+        }
+    }
+    if (a.large) {
+        test_large(&E, &r, a.large);
+    } else if (g_quick) {
+        test_sizes(&E, &r);
+#ifdef GROVE_HAVE_CUDA
+        if (E.gpu) {
+            test_device_calls(E.gpu, E.cpu, &r);
+            if (!g_no_cdp) test_cdp_limits(&E, &r);
+        }
+#endif
+    } else {
+        test_sizes(&E, &r);
+        test_degenerate(&E, &r);
+        test_bad(E.cpu, &r);
+        if (E.gpu) test_bad(E.gpu, &r);
+#ifdef GROVE_HAVE_CUDA
+        if (E.gpu) {
+            test_device_calls(E.gpu, E.cpu, &r);
+            test_cdp_limits(&E, &r);
+        }
+#endif
+        test_large(&E, &r, (size_t)1 << 20 | 3);
+    }
+    grove_ctx_destroy(E.gpu);
+    grove_ctx_destroy(E.cpu);
+    return tu_finish("test_bezier");
+}

@@ -1,0 +1,901 @@
+/*
+ * test_bezier_io.c - the bezier module's files: the text and SVG curve readers (every error with
+ * its exact status and the words of its message), the SVG path grammar (relative and implicit
+ * commands, the reflection rules of S and T, closepath), transforms on paths and groups, the XML
+ * the scanner must step over, and the CSV and SVG writers (the CSV read back bit for bit; no
+ * file left behind by a failure).
+ *
+ * Polylines are filled by hand here: the tessellation itself is test_bezier.c's subject.
+ * Usage: test_bezier_io [--seed S] [--large N] (N curves through the text reader and the CSV
+ * writer; default 200000).
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <dirent.h>
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "grove/bezier.h"
+#include "testutil.h"
+
+static char dir[256];
+static grove_ctx *ctx;
+
+static char *path_in(const char *name)
+{
+    static char p[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
+    return p[k];
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+        fprintf(stderr, "test: cannot write %s\n", path);
+        exit(2);
+    }
+}
+
+/* Reads text (written to a file called name) and expects status want and, on failure, a
+ * message containing each of the NULL-terminated substrings. */
+static void expect_read(int line, const char *name, const char *text, grove_curve_format fmt,
+                        grove_status want, const char *m1, const char *m2)
+{
+    grove_curves c;
+    grove_status s;
+    const char *msg;
+    write_file(path_in(name), text);
+    s = grove_curves_read(ctx, path_in(name), fmt, &c);
+    msg = grove_ctx_last_error(ctx);
+    if (s != want) {
+        fprintf(stderr, "%s:%d: %s: status %s, want %s (%s)\n", __FILE__, line, name,
+                grove_status_string(s), grove_status_string(want), msg);
+        tu_failures++;
+    } else if (want != GROVE_OK) {
+        if ((m1 && !strstr(msg, m1)) || (m2 && !strstr(msg, m2))) {
+            fprintf(stderr, "%s:%d: %s: message '%s' lacks '%s'%s%s%s\n", __FILE__, line, name,
+                    msg, m1 ? m1 : "", m2 ? " or '" : "", m2 ? m2 : "", m2 ? "'" : "");
+            tu_failures++;
+        }
+        if (c.n != 0 || c.cp || c.degree) {
+            fprintf(stderr, "%s:%d: %s: a failed read left curves behind\n", __FILE__, line, name);
+            tu_failures++;
+        }
+    }
+    grove_curves_free(&c);
+}
+#define BAD(name, text, fmt, st, m1, m2) expect_read(__LINE__, name, text, fmt, st, m1, m2)
+
+/* Reads text and compares with the expected curves (degrees and control points, within a
+ * relative tolerance tol: 0 for bit-exact). */
+static void expect_curves(int line, const char *name, const char *text, grove_curve_format fmt,
+                          size_t n, const int *deg, const double *cp, double tol)
+{
+    grove_curves c;
+    grove_status s;
+    write_file(path_in(name), text);
+    s = grove_curves_read(ctx, path_in(name), fmt, &c);
+    if (s != GROVE_OK) {
+        fprintf(stderr, "%s:%d: %s: %s: %s\n", __FILE__, line, name, grove_status_string(s),
+                grove_ctx_last_error(ctx));
+        tu_failures++;
+        return;
+    }
+    if (c.n != n) {
+        fprintf(stderr, "%s:%d: %s: %zu curves, want %zu\n", __FILE__, line, name, c.n, n);
+        tu_failures++;
+        grove_curves_free(&c);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (c.degree[i] != deg[i]) {
+            fprintf(stderr, "%s:%d: %s: curve %zu has degree %d, want %d\n", __FILE__, line, name,
+                    i, c.degree[i], deg[i]);
+            tu_failures++;
+            continue;
+        }
+        for (int k = 0; k < 2 * (deg[i] + 1); k++) {
+            double got = c.cp[8 * i + k], want = cp[8 * i + k];
+            int ok = tol == 0 ? c.cp[8 * i + k] == (float)want
+                              : fabs(got - want) <= tol * (1 + fabs(want));
+            if (!ok) {
+                fprintf(stderr, "%s:%d: %s: curve %zu value %d is %.9g, want %.9g\n", __FILE__,
+                        line, name, i, k, got, want);
+                tu_failures++;
+            }
+        }
+        for (int k = 2 * (deg[i] + 1); k < 8; k++) CHECK(c.cp[8 * i + k] == 0.0f);
+    }
+    grove_curves_free(&c);
+}
+#define CURVES(name, text, fmt, n, deg, cp, tol)                                                   \
+    expect_curves(__LINE__, name, text, fmt, n, deg, cp, tol)
+
+/* ---- text ---- */
+
+static void test_text(void)
+{
+    {
+        const int deg[] = {1, 2, 3, 1, 2};
+        const double cp[] = {0, 0, 1, 1, 0, 0, 0, 0, /* */ 1, 2, 3, 4, 5, 6, 0, 0,
+                             1, 2, 3, 4, 5, 6, 7, 8, /* */ -1.5, 2.25, 1e-3, -4e3, 0, 0, 0, 0,
+                             0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0, 0};
+        CURVES("good.txt",
+               "\xEF\xBB\xBF# a comment\n0 0 1 1\n\n   \t\n1,2,3,4,5,6\r\n1 , 2\t,3 4 5 6 7 8 # cubic\n"
+               "-1.5 2.25 1e-3 -4E3\n.1 .2 .3 .4 .5 .6",
+               GROVE_CURVES_AUTO, 5, deg, cp, 0);
+    }
+    {
+        grove_curves c;
+        write_file(path_in("empty.txt"), "");
+        CHECK_OK(ctx, grove_curves_read(ctx, path_in("empty.txt"), GROVE_CURVES_TEXT, &c));
+        CHECK(c.n == 0 && c.cp == NULL && c.degree == NULL);
+        write_file(path_in("comments.txt"), "# nothing\n\n# here\n");
+        CHECK_OK(ctx, grove_curves_read(ctx, path_in("comments.txt"), GROVE_CURVES_AUTO, &c));
+        CHECK(c.n == 0 && c.cp == NULL);
+        grove_curves_free(&c);
+        grove_curves_free(NULL);
+    }
+    BAD("n5.txt", "0 0 1 1\n# c\n1 2 3 4 5\n", GROVE_CURVES_TEXT, GROVE_ERR_BAD_INPUT,
+        "n5.txt:3: 5 numbers;", "4 (a line), 6 (a quadratic) or 8 (a cubic)");
+    BAD("n1.txt", "7\n", GROVE_CURVES_TEXT, GROVE_ERR_BAD_INPUT, "n1.txt:1: 1 number;", NULL);
+    BAD("n10.txt", "1 2 3 4 5 6 7 8 9 10\n", GROVE_CURVES_TEXT, GROVE_ERR_BAD_INPUT,
+        ":1: 10 numbers;", NULL);
+    BAD("word.txt", "1 2 3 4\n1 2 x3 4\n", GROVE_CURVES_TEXT, GROVE_ERR_BAD_INPUT,
+        "word.txt:2: number 3 is not a number: 'x3'", NULL);
+    BAD("dcomma.txt", "1 2 3 4\n1 2 3 4\n1,2,,3,4\n", GROVE_CURVES_TEXT, GROVE_ERR_BAD_INPUT,
+        "dcomma.txt:3: number 3 is empty", NULL);
+    BAD("tcomma.txt", "1,2,3,4,\n", GROVE_CURVES_TEXT, GROVE_ERR_BAD_INPUT,
+        "tcomma.txt:1: number 5 is empty", NULL);
+    BAD("lcomma.txt", ",1,2,3,4\n", GROVE_CURVES_TEXT, GROVE_ERR_BAD_INPUT,
+        "lcomma.txt:1: number 1 is empty", NULL);
+    BAD("nan.txt", "1 2 3 4\n1 nan 3 4\n", GROVE_CURVES_TEXT, GROVE_ERR_BAD_INPUT,
+        "nan.txt:2: number 2 is NaN", NULL);
+    BAD("inf.txt", "1 2 3 -inf\n", GROVE_CURVES_TEXT, GROVE_ERR_BAD_INPUT,
+        "inf.txt:1: number 4 is infinite", NULL);
+    BAD("range.txt", "1 2 3 4 5 6\n1 2 3 4 5 6 7 1e39\n", GROVE_CURVES_TEXT, GROVE_ERR_BAD_INPUT,
+        "range.txt:2: number 8 is out of float range: '1e39'", NULL);
+    BAD("decomma.txt", "1;5 2 3 4\n", GROVE_CURVES_TEXT, GROVE_ERR_BAD_INPUT,
+        "number 1 is not a number: '1;5'", NULL);
+    BAD("svglike.txt", "<svg><path d=\"M0 0L1 1\"/></svg>\n", GROVE_CURVES_AUTO,
+        GROVE_ERR_BAD_INPUT, "svglike.txt:1: this looks like SVG", NULL);
+    {
+        /* a line over 1 MiB is refused by the reader, whatever it holds */
+        size_t n = ((size_t)1 << 20) + 100;
+        char *big = (char *)tu_malloc(n + 16);
+        for (size_t i = 0; i < n; i++) big[i] = (i % 2) ? ' ' : '1';
+        memcpy(big + n, "\n", 2);
+        BAD("long.txt", big, GROVE_CURVES_TEXT, GROVE_ERR_LIMIT, "long.txt:1: line is longer",
+            NULL);
+        free(big);
+    }
+    {
+        grove_curves c;
+        CHECK_STATUS(ctx, grove_curves_read(ctx, path_in("does-not-exist.txt"), GROVE_CURVES_AUTO, &c),
+                     GROVE_ERR_IO);
+        CHECK(strstr(grove_ctx_last_error(ctx), "does-not-exist.txt: cannot open") != NULL);
+        CHECK_STATUS(ctx, grove_curves_read(ctx, NULL, GROVE_CURVES_AUTO, &c),
+                     GROVE_ERR_INVALID_ARG);
+        CHECK_STATUS(ctx, grove_curves_read(ctx, path_in("good.txt"), GROVE_CURVES_AUTO, NULL),
+                     GROVE_ERR_INVALID_ARG);
+        CHECK_STATUS(ctx, grove_curves_read(ctx, path_in("good.txt"), (grove_curve_format)7, &c),
+                     GROVE_ERR_INVALID_ARG);
+        CHECK(strstr(grove_ctx_last_error(ctx), "got 7") != NULL);
+        CHECK_STATUS(NULL, grove_curves_read(NULL, path_in("good.txt"), GROVE_CURVES_AUTO, &c),
+                     GROVE_ERR_INVALID_ARG);
+    }
+}
+
+/* Random curves written with 9 significant digits read back bit for bit, at several sizes. */
+static void test_text_random(uint64_t seed, size_t n)
+{
+    tu_rng r = {seed};
+    float *cp = (float *)tu_malloc((n ? n : 1) * 8 * sizeof(float));
+    uint8_t *deg = (uint8_t *)tu_malloc(n ? n : 1);
+    FILE *f = fopen(path_in("random.txt"), "w");
+    grove_curves c;
+    if (!f) exit(2);
+    for (size_t i = 0; i < n; i++) {
+        deg[i] = (uint8_t)(1 + tu_u32(&r) % 3);
+        for (int k = 0; k < 2 * (deg[i] + 1); k++) {
+            float v = tu_f32(&r, -1e4f, 1e4f);
+            if (tu_u32(&r) % 8 == 0) v = ldexpf(v, (int)(tu_u32(&r) % 200) - 100);
+            cp[8 * i + k] = v;
+            fprintf(f, "%s%.9g", k ? (k % 3 ? " " : ",") : "", (double)v);
+        }
+        fputc('\n', f);
+    }
+    fclose(f);
+    if (grove_curves_read(ctx, path_in("random.txt"), GROVE_CURVES_TEXT, &c) != GROVE_OK) {
+        FAIL("random text n=%zu: %s", n, grove_ctx_last_error(ctx));
+    } else {
+        size_t bad = 0;
+        CHECK(c.n == n);
+        for (size_t i = 0; i < n && i < c.n; i++) {
+            if (c.degree[i] != deg[i]) bad++;
+            for (int k = 0; k < 2 * (deg[i] + 1); k++)
+                if (memcmp(&c.cp[8 * i + k], &cp[8 * i + k], 4) != 0) bad++;
+        }
+        CHECK_MSG(bad == 0, "random text n=%zu: %zu values differ", n, bad);
+    }
+    grove_curves_free(&c);
+    free(cp);
+    free(deg);
+}
+
+/* ---- SVG ---- */
+
+static const char *svg_wrap(const char *body)
+{
+    static char buf[1 << 16];
+    snprintf(buf, sizeof buf,
+             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg "
+             "xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 100 100\">\n%s\n</svg>\n",
+             body);
+    return buf;
+}
+
+static void test_svg_commands(void)
+{
+    {
+        /* absolute and relative lines, H V, closepath back to the start, implicit lineto */
+        const int deg[] = {1, 1, 1, 1, 1, 1, 1, 1};
+        const double cp[] = {
+            10, 20, 30, 20, 0, 0, 0, 0, /* L 30 20 */
+            30, 20, 30, 50, 0, 0, 0, 0, /* V 50 */
+            30, 50, 10, 20, 0, 0, 0, 0, /* Z */
+            5, 5, 6, 5, 0, 0, 0, 0,     /* M5 5 l1 0 */
+            6, 5, 6, 7, 0, 0, 0, 0,     /* implicit l 0 2 */
+            6, 7, 4, 7, 0, 0, 0, 0,     /* h -2 */
+            4, 7, 4, 6, 0, 0, 0, 0,     /* v -1 */
+            4, 6, 5, 5, 0, 0, 0, 0,     /* z */
+        };
+        CURVES("lines.svg", svg_wrap("<path d=\"M10,20 L30 20V50Z\"/>\n"
+                                     "<path d=\"M5 5 l1 0 0 2 h-2 v-1 z\"/>"),
+               GROVE_CURVES_AUTO, 8, deg, cp, 0);
+    }
+    {
+        /* the first m of a path is absolute; m after z is relative to the subpath start;
+         * a command after z starts from the start; z at the start point emits nothing */
+        const int deg[] = {1, 1, 1, 1, 1};
+        const double cp[] = {
+            1, 1, 2, 1, 0, 0, 0, 0, /* m1 1 h1 */
+            2, 1, 1, 1, 0, 0, 0, 0, /* z */
+            1, 1, 1, 3, 0, 0, 0, 0, /* l 0 2 after z: from the start (1,1) */
+            11, 13, 12, 13, 0, 0, 0, 0, /* m 10 10 from (1,3): (11,13), then h1 */
+            12, 13, 12, 13, 0, 0, 0, 0, /* l0 0: a segment of length 0 is still a curve */
+        };
+        CURVES("closing.svg", svg_wrap("<path d='m1 1 h1 z l0 2 m10 10 h1 l0 0'/>"),
+               GROVE_CURVES_SVG, 5, deg, cp, 0);
+    }
+    {
+        /* numbers glued together: "-.5.5" is -0.5 then 0.5; exponents; explicit plus signs */
+        const int deg[] = {1, 1};
+        const double cp[] = {-0.5, 0.5, 0.001, 100, 0, 0, 0, 0, 0.001, 100, 1.5, 0.5, 0, 0, 0, 0};
+        CURVES("numbers.svg", svg_wrap("<path d=\"M-.5.5L1e-3+1E2 1.5.5\"/>"), GROVE_CURVES_SVG, 2,
+               deg, cp, 0);
+    }
+    {
+        /* Q then T (reflected control), T after T, T after L (control = current point),
+         * repeated Q (implicit), relative q and t */
+        const int deg[] = {2, 2, 2, 1, 2, 2, 2, 2};
+        const double cp[] = {
+            0, 0, 10, 10, 20, 0, 0, 0,   /* Q10 10 20 0 */
+            20, 0, 30, -10, 40, 0, 0, 0, /* T40 0: control 2*(20,0)-(10,10) */
+            40, 0, 50, 10, 60, 0, 0, 0,  /* T60 0 after T: 2*(40,0)-(30,-10) */
+            60, 0, 60, 5, 0, 0, 0, 0,    /* L60 5 */
+            60, 5, 60, 5, 70, 5, 0, 0,   /* T70 5 after L: control = current point */
+            70, 5, 71, 6, 72, 5, 0, 0,   /* q1 1 2 0 */
+            72, 5, 73, 6, 74, 5, 0, 0,   /* implicit q 1 1 2 0 */
+            74, 5, 75, 4, 76, 5, 0, 0,   /* t2 0: control 2*(74,5)-(73,6) */
+        };
+        CURVES("quads.svg",
+               svg_wrap("<path d=\"M0 0Q10 10 20 0T40 0 60 0L60 5T70 5q1 1 2 0 1 1 2 0t2 0\"/>"),
+               GROVE_CURVES_SVG, 8, deg, cp, 0);
+    }
+    {
+        /* C then S (reflected), S after S, S after Q (first control = current point), c/s */
+        const int deg[] = {3, 3, 3, 2, 3, 3, 3};
+        const double cp[] = {
+            0, 0, 1, 2, 3, 2, 4, 0,      /* C1 2 3 2 4 0 */
+            4, 0, 5, -2, 7, -2, 8, 0,    /* S7 -2 8 0: 2*(4,0)-(3,2) */
+            8, 0, 9, 2, 11, 2, 12, 0,    /* S11 2 12 0: 2*(8,0)-(7,-2) */
+            12, 0, 13, 1, 14, 0, 0, 0,   /* Q13 1 14 0 */
+            14, 0, 14, 0, 15, 1, 16, 0,  /* S15 1 16 0 after Q: current point */
+            16, 0, 17, 1, 18, 1, 19, 0,  /* c1 1 2 1 3 0 */
+            19, 0, 20, -1, 21, -1, 22, 0 /* s2 -1 3 0: 2*(19,0)-(18,1) */
+        };
+        CURVES("cubics.svg",
+               svg_wrap("<path d=\"M0,0 C1,2 3,2 4,0 S7-2 8 0 11 2 12 0 Q13 1 14 0 S15 1 16 0 "
+                        "c1 1 2 1 3 0s2-1 3 0\"/>"),
+               GROVE_CURVES_SVG, 7, deg, cp, 0);
+    }
+    {
+        /* Z then S: the reflection does not carry across a closepath */
+        const int deg[] = {3, 1, 3};
+        const double cp[] = {0, 0, 1, 1, 2, 1, 3, 0, 3, 0, 0, 0, 0, 0, 0, 0,
+                             0, 0, 0, 0, 1, 1, 2, 0};
+        CURVES("zs.svg", svg_wrap("<path d=\"M0 0C1 1 2 1 3 0zS1 1 2 0\"/>"), GROVE_CURVES_SVG, 3,
+               deg, cp, 0);
+    }
+    {
+        /* empty d, no d, only a moveto: no curves, but they count as paths in messages */
+        const int deg[] = {1};
+        const double cp[] = {0, 0, 1, 0, 0, 0, 0, 0};
+        CURVES("empty.svg", svg_wrap("<path/><path d=''/><path d=' M 3 3 '/><path d='M0 0H1'/>"),
+               GROVE_CURVES_SVG, 1, deg, cp, 0);
+        BAD("empty-idx.svg",
+            svg_wrap("<path/><path d=''/><path d=' M 3 3 '/><path d='M0 0H1'/>"
+                     "<path id='fifth' d='M0 0A1 1 0 0 1 2 2'/>"),
+            GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT, "path 4 (id \"fifth\"): command 'A'", NULL);
+    }
+}
+
+static void test_svg_errors(void)
+{
+    BAD("arc.svg",
+        "<svg>\n<path d='M0 0 L1 1'/>\n\n<path id=\"a&amp;b\"\n d='M0 0 L 1 1 a 5 5 0 0 1 2 2'/>"
+        "</svg>",
+        GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "arc.svg:5: path 1 (id \"a&b\"): command 'a' (elliptical arc) is not supported",
+        "character 12 of d");
+    BAD("arc2.svg", svg_wrap("<path d='M0 0A1 1 0 0 1 2 2'/>"), GROVE_CURVES_SVG,
+        GROVE_ERR_BAD_INPUT, "path 0: command 'A' (elliptical arc) is not supported", NULL);
+    BAD("unknown.svg", svg_wrap("<path d='M0 0 B 1 1'/>"), GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "path 0: command 'B' is not supported", NULL);
+    BAD("missing.svg", svg_wrap("<path d='M0 0 C 1 1 2 2 3'/>"), GROVE_CURVES_SVG,
+        GROVE_ERR_BAD_INPUT, "path 0: 'C' needs 6 numbers, found 5 before the end", NULL);
+    BAD("missingh.svg", svg_wrap("<path d='M0 0 H'/>"), GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "path 0: 'H' needs 1 number, found 0 before the end", NULL);
+    BAD("missing2.svg", svg_wrap("<path d='M0 0 L 1 Z'/>"), GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "'L' needs 2 numbers, found 1 before 'Z'", "character 10 of d");
+    BAD("start.svg", svg_wrap("<path d='L 1 1'/>"), GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "path data must start with M or m, not 'L'", NULL);
+    BAD("startnum.svg", svg_wrap("<path d='1 1'/>"), GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "must start with M or m, not a number", NULL);
+    BAD("afterz.svg", svg_wrap("<path d='M0 0 L1 1 Z 3 3'/>"), GROVE_CURVES_SVG,
+        GROVE_ERR_BAD_INPUT, "a number after 'Z'", NULL);
+    BAD("badnum.svg", svg_wrap("<path d='M0 0 L1 --2'/>"), GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "'L' needs 2 numbers, found 1 before '-'", NULL);
+    BAD("exp.svg", svg_wrap("<path d='M0 0 L1e 2'/>"), GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "'L' needs 2 numbers, found 1 before 'e'", NULL);
+    BAD("junk.svg", svg_wrap("<path d='M0 0 L1 2 ; 3 4'/>"), GROVE_CURVES_SVG,
+        GROVE_ERR_BAD_INPUT, "unexpected ';'", NULL);
+    BAD("range.svg", svg_wrap("<path d='M0 0 L1e39 2'/>"), GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "number '1e39' is out of float range", NULL);
+    BAD("trange.svg", svg_wrap("<path transform='scale(1e30)' d='M0 0 L1e10 2'/>"),
+        GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT, "out of float range after the transform", NULL);
+    BAD("tfn.svg", svg_wrap("<g transform='translate(1) spin(3)'><path d='M0 0 L1 2'/></g>"),
+        GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT, "<g>: unknown transform 'spin'",
+        "character 14 of transform");
+    BAD("trot.svg", svg_wrap("<path transform='rotate(1, 2)' d='M0 0 L1 2'/>"), GROVE_CURVES_SVG,
+        GROVE_ERR_BAD_INPUT, "path 0: rotate takes 1 or 3 numbers, found 2", NULL);
+    BAD("tmany.svg", svg_wrap("<path transform='translate(1 2 3)' d='M0 0 L1 2'/>"),
+        GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT, "translate takes at most 2 numbers", NULL);
+    BAD("tparen.svg", svg_wrap("<path transform='scale(2' d='M0 0 L1 2'/>"), GROVE_CURVES_SVG,
+        GROVE_ERR_BAD_INPUT, "')' missing after scale(", NULL);
+    BAD("tmatrix.svg", svg_wrap("<path transform='matrix(1 0 0 1 0)' d='M0 0 L1 2'/>"),
+        GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT, "matrix takes 6 numbers, found 5", NULL);
+    BAD("comment.svg", "<svg>\n<!-- never closed <path d='M0 0L1 1'/>\n</svg>\n", GROVE_CURVES_SVG,
+        GROVE_ERR_BAD_INPUT, "comment.svg:2: unterminated comment", NULL);
+    BAD("cdata.svg", "<svg><![CDATA[ x ", GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "unterminated CDATA section", NULL);
+    BAD("unquoted.svg", "<svg>\n<path d=M0/>\n</svg>", GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "unquoted.svg:2: <path>: the value of attribute 'd' is not quoted", NULL);
+    BAD("noclose.svg", "<svg><path d='M0 0 L1 1/></svg>", GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "<path>: attribute 'd' has no closing quote", NULL);
+    BAD("tag.svg", "<svg><path d='M0 0 L1 1'", GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "unterminated tag", NULL);
+    BAD("lt.svg", "<svg>a < b</svg>", GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "'<' that starts no tag", NULL);
+    BAD("entity.svg", svg_wrap("<path d='M0&nbsp;0 L1 1'/>"), GROVE_CURVES_SVG,
+        GROVE_ERR_BAD_INPUT, "unknown entity '&nbsp;'", NULL);
+    BAD("amp.svg", svg_wrap("<path d='M0 & 0'/>"), GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "'&' that starts no entity reference", NULL);
+    BAD("charref.svg", svg_wrap("<path d='M0&#xZZ;0'/>"), GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "bad character reference '&#xZZ;'", NULL);
+    BAD("attr.svg", "<svg><path d/></svg>", GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "<path>: malformed attribute 'd'", NULL);
+    /* an SVG read as text, and a text file read as SVG (no tags: no curves) */
+    BAD("forced.svg", svg_wrap("<path d='M0 0L1 1'/>"), GROVE_CURVES_TEXT, GROVE_ERR_BAD_INPUT,
+        "looks like SVG", NULL);
+    {
+        grove_curves c;
+        write_file(path_in("plain.txt"), "0 0 1 1\n");
+        CHECK_OK(ctx, grove_curves_read(ctx, path_in("plain.txt"), GROVE_CURVES_SVG, &c));
+        CHECK(c.n == 0);
+        grove_curves_free(&c);
+    }
+}
+
+/* x' = a x + c y + e, y' = b x + d y + f */
+static void apply(const double *m, double x, double y, double *out)
+{
+    out[0] = m[0] * x + m[2] * y + m[4];
+    out[1] = m[1] * x + m[3] * y + m[5];
+}
+
+static void mul(const double *m, const double *n, double *r)
+{
+    double t[6];
+    t[0] = m[0] * n[0] + m[2] * n[1];
+    t[1] = m[1] * n[0] + m[3] * n[1];
+    t[2] = m[0] * n[2] + m[2] * n[3];
+    t[3] = m[1] * n[2] + m[3] * n[3];
+    t[4] = m[0] * n[4] + m[2] * n[5] + m[4];
+    t[5] = m[1] * n[4] + m[3] * n[5] + m[5];
+    memcpy(r, t, sizeof t);
+}
+
+static void test_svg_transforms(void)
+{
+    const double pi = 3.14159265358979323846;
+    struct {
+        const char *tr;
+        double m[6];
+    } cases[] = {
+        {"translate(3)", {1, 0, 0, 1, 3, 0}},
+        {"translate(3,-4)", {1, 0, 0, 1, 3, -4}},
+        {"scale(2)", {2, 0, 0, 2, 0, 0}},
+        {"scale(2 -0.5)", {2, 0, 0, -0.5, 0, 0}},
+        {"rotate(90)", {0, 1, -1, 0, 0, 0}},
+        {"matrix(1 2 3 4 5 6)", {1, 2, 3, 4, 5, 6}},
+        {"skewX(30)", {1, 0, tan(30 * pi / 180), 1, 0, 0}},
+        {"skewY(-45)", {1, tan(-45 * pi / 180), 0, 1, 0, 0}},
+    };
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        char body[256];
+        int deg[1] = {3};
+        double cp[8], src[8] = {1, 2, -3, 4, 5.5, -6, 7, 8};
+        for (int k = 0; k < 4; k++) apply(cases[t].m, src[2 * k], src[2 * k + 1], cp + 2 * k);
+        snprintf(body, sizeof body, "<path transform=\"%s\" d=\"M1 2C-3 4 5.5-6 7 8\"/>",
+                 cases[t].tr);
+        CURVES("tr.svg", svg_wrap(body), GROVE_CURVES_SVG, 1, deg, cp, 1e-6);
+    }
+    {
+        /* rotate about a centre: the centre stays put; composition order of a list and of
+         * nested groups: the outermost applies last */
+        double r[6], c1[6], all[6], tmp[6];
+        double t1[6] = {1, 0, 0, 1, -10, -20}, t2[6] = {1, 0, 0, 1, 10, 20};
+        double rot[6] = {cos(pi / 6), sin(pi / 6), -sin(pi / 6), cos(pi / 6), 0, 0};
+        double sc[6] = {2, 0, 0, 3, 0, 0}, tr[6] = {1, 0, 0, 1, 5, 7};
+        double sk[6] = {1, 0, tan(10 * pi / 180), 1, 0, 0};
+        double mx[6] = {0.5, 0.1, -0.2, 0.9, 1, 2};
+        int deg[3] = {1, 2, 1};
+        double cp[24] = {0};
+        mul(t2, rot, tmp);
+        mul(tmp, t1, r); /* rotate(30 10 20) */
+        /* <g transform="translate(5 7) scale(2 3)"><g transform="skewX(10)"><path
+         * transform="rotate(30 10 20)"/> */
+        mul(tr, sc, c1);
+        mul(c1, sk, tmp);
+        mul(tmp, r, all);
+        apply(all, 10, 20, cp);
+        apply(all, 11, 21, cp + 2);
+        /* second path: sibling group closed, only the outer group and its own matrix */
+        mul(c1, mx, tmp);
+        apply(tmp, 1, 1, cp + 8);
+        apply(tmp, 2, 3, cp + 10);
+        apply(tmp, 4, 1, cp + 12);
+        /* third: outside all groups */
+        cp[16] = 0, cp[17] = 0, cp[18] = 1, cp[19] = 1;
+        CURVES("nested.svg",
+               svg_wrap("<g transform=\"translate(5 7) scale(2 3)\">\n"
+                        "  <g transform='skewX(10)'>\n"
+                        "    <path transform=\"rotate(30 10 20)\" d=\"M10 20 L11 21\"/>\n"
+                        "  </g>\n  <g transform='scale(100)'/>\n"
+                        "  <path transform=\" matrix(0.5,0.1,-0.2,0.9,1,2) \" d='M1 1Q2 3 4 1'/>\n"
+                        "</g>\n<path d='M0 0 1 1'/>"),
+               GROVE_CURVES_SVG, 3, deg, cp, 1e-6);
+    }
+}
+
+static void test_svg_xml(void)
+{
+    /* comments, CDATA, processing instructions and a DOCTYPE hide what they contain; entities
+     * and character references are decoded; single quotes; namespace prefixes; elements
+     * other than path are stepped over, their transforms kept for their children */
+    const int deg[] = {1, 1, 2};
+    const double cp[] = {1, 2, 3, 4, 0, 0, 0, 0, 5, 6, 7, 8, 0, 0, 0, 0,
+                         10, 10, 11, 12, 13, 10, 0, 0};
+    CURVES("xml.svg",
+           "\xEF\xBB\xBF<?xml version='1.0'?>\n"
+           "<!DOCTYPE svg PUBLIC \"-//W3C//DTD SVG 1.1//EN\" \"x.dtd\" [\n"
+           "  <!ENTITY e \"<path d='M9 9L8 8'/>\">\n]>\n"
+           "<svg:svg xmlns:svg='http://www.w3.org/2000/svg'>\n"
+           "<!-- <path d='M0 0 L 9 9'/> -->\n"
+           "<title>a &lt;path&gt; in text</title>\n"
+           "<style><![CDATA[ path { stroke: red } <path d='M7 7 L 6 6'/> ]]></style>\n"
+           "<svg:path d=\"M1&#44;2 L&#x33; 4\"/>\n"
+           "<?pi <path d='M0 0L5 5'/> ?>\n"
+           "<path\n  id='second'\n  d='M5 6 L 7 8'\n  style=\"fill: none\" />\n"
+           "<a transform='translate(10,10)'><path d=\"M0 0Q1 2 3 0\"></path></a>\n"
+           "<path-like d='M0 0L1 1'/>\n"
+           "</svg:svg>\n",
+           GROVE_CURVES_AUTO, 3, deg, cp, 0);
+    {
+        /* the extension decides AUTO in any case */
+        const int d1[] = {1};
+        const double c1[] = {0, 0, 2, 2, 0, 0, 0, 0};
+        CURVES("UPPER.SVG", "<svg><path d='M0 0L2 2'/></svg>", GROVE_CURVES_AUTO, 1, d1, c1, 0);
+    }
+}
+
+/* Many paths with many random segments, in a file whose d attributes run over a megabyte on
+ * one line: the SVG reader has no line limit. Checks against the generator's own curves. */
+static void test_svg_random(uint64_t seed, size_t npaths, size_t segs)
+{
+    tu_rng r = {seed};
+    size_t cap = npaths * segs * 120 + 4096, len = 0, n = 0;
+    char *text = (char *)tu_malloc(cap);
+    double *cp = (double *)tu_malloc(npaths * segs * 8 * sizeof(double));
+    int *deg = (int *)tu_malloc(npaths * segs * sizeof(int));
+    len += (size_t)snprintf(text + len, cap - len, "<svg>");
+    for (size_t p = 0; p < npaths; p++) {
+        float x = tu_f32(&r, -100, 100), y = tu_f32(&r, -100, 100);
+        len += (size_t)snprintf(text + len, cap - len, "<path d=\"M%.9g %.9g", (double)x,
+                                (double)y);
+        for (size_t s = 0; s < segs; s++) {
+            int d = 1 + (int)(tu_u32(&r) % 3);
+            double *c = cp + 8 * n;
+            memset(c, 0, 8 * sizeof(double));
+            deg[n++] = d;
+            c[0] = x, c[1] = y;
+            len += (size_t)snprintf(text + len, cap - len, "%c", " LQC"[d]);
+            for (int k = 1; k <= d; k++) {
+                float u = tu_f32(&r, -100, 100), v = tu_f32(&r, -100, 100);
+                c[2 * k] = u, c[2 * k + 1] = v;
+                len += (size_t)snprintf(text + len, cap - len, "%.9g,%.9g ", (double)u,
+                                        (double)v);
+                x = u, y = v;
+            }
+        }
+        len += (size_t)snprintf(text + len, cap - len, "\"/>\n");
+    }
+    snprintf(text + len, cap - len, "</svg>\n");
+    CURVES("random.svg", text, GROVE_CURVES_SVG, n, deg, cp, 0);
+    free(text);
+    free(cp);
+    free(deg);
+}
+
+/* ---- writers ---- */
+
+static int count_tmp_files(void)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+    if (!d) return -1;
+    while ((e = readdir(d)) != NULL)
+        if (strstr(e->d_name, ".grove-tmp.")) n++;
+    closedir(d);
+    return n;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *b;
+    long n;
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    b = (char *)tu_malloc((size_t)n + 1);
+    if (fread(b, 1, (size_t)n, f) != (size_t)n) n = 0;
+    b[n] = '\0';
+    fclose(f);
+    if (len) *len = (size_t)n;
+    return b;
+}
+
+/* Random polylines: n curves with 0..maxv vertices each (some empty). */
+static void make_polylines(tu_rng *r, size_t n, int maxv, grove_polylines *p)
+{
+    uint64_t v = 0;
+    p->n_curves = n;
+    p->offsets = (uint64_t *)tu_malloc((n + 1) * sizeof(uint64_t));
+    p->offsets[0] = 0;
+    for (size_t c = 0; c < n; c++) {
+        uint32_t k = tu_u32(r) % 16 == 0 ? 0 : 2 + tu_u32(r) % (uint32_t)(maxv - 1);
+        v += k;
+        p->offsets[c + 1] = v;
+    }
+    p->n_vertices = v;
+    p->xy = v ? (float *)tu_malloc(2 * v * sizeof(float)) : NULL;
+    for (uint64_t i = 0; i < 2 * v; i++) {
+        float x = tu_f32(r, -1000, 1000);
+        if (tu_u32(r) % 4 == 0) x = ldexpf(x, (int)(tu_u32(r) % 120) - 60);
+        p->xy[i] = x;
+    }
+}
+
+static void free_polylines(grove_polylines *p)
+{
+    free(p->offsets);
+    free(p->xy);
+    memset(p, 0, sizeof *p);
+}
+
+/* Parses the CSV back and compares every field; floats bit for bit. */
+static void check_csv(const char *path, const grove_polylines *p)
+{
+    size_t len, row = 0, bad = 0;
+    char *text = slurp(path, &len), *s, *e;
+    if (!text) {
+        FAIL("%s: cannot read it back", path);
+        return;
+    }
+    if (strncmp(text, "curve,vertex,x,y\n", 17) != 0) FAIL("%s: header is wrong", path);
+    s = text + 17;
+    for (size_t c = 0; c < p->n_curves; c++)
+        for (uint64_t v = p->offsets[c]; v < p->offsets[c + 1]; v++, row++) {
+            unsigned long long cc, vv;
+            float x, y;
+            cc = strtoull(s, &e, 10);
+            if (*e != ',') break;
+            vv = strtoull(e + 1, &e, 10);
+            if (*e != ',') break;
+            x = strtof(e + 1, &e);
+            if (*e != ',') break;
+            y = strtof(e + 1, &e);
+            if (*e != '\n') break;
+            s = e + 1;
+            if (cc != c || vv != v - p->offsets[c] || memcmp(&x, &p->xy[2 * v], 4) != 0 ||
+                memcmp(&y, &p->xy[2 * v + 1], 4) != 0)
+                bad++;
+        }
+    CHECK_MSG(row == p->n_vertices && bad == 0 && *s == '\0',
+              "%s: %zu of %llu rows parsed, %zu differ, %zu bytes left", path, row,
+              (unsigned long long)p->n_vertices, bad, strlen(s));
+    free(text);
+}
+
+static void test_csv(uint64_t seed, size_t large)
+{
+    const size_t sizes[] = {0, 1, 31, 32, 33, 1000, large};
+    tu_rng r = {seed};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        grove_polylines p;
+        make_polylines(&r, sizes[i], i == 6 ? 8 : 40, &p);
+        CHECK_OK(ctx, grove_polylines_write_csv(ctx, &p, path_in("out.csv")));
+        check_csv(path_in("out.csv"), &p);
+        free_polylines(&p);
+    }
+    {
+        /* exact text for a small case: 9 significant digits, '.' decimal point */
+        uint64_t off[] = {0, 2, 2, 3};
+        float xy[] = {0.1f, -2.5f, 1e-20f, 3e30f, 16777216.0f, -0.0f};
+        grove_polylines p = {3, 3, off, xy};
+        char *t;
+        CHECK_OK(ctx, grove_polylines_write_csv(ctx, &p, path_in("small.csv")));
+        t = slurp(path_in("small.csv"), NULL);
+        CHECK_MSG(t && strcmp(t, "curve,vertex,x,y\n0,0,0.100000001,-2.5\n0,1,9.99999968e-21,"
+                                 "2.99999989e+30\n2,0,16777216,-0\n") == 0,
+                  "small.csv is:\n%s", t ? t : "(none)");
+        free(t);
+    }
+    {
+        /* failures: the status, and the earlier file untouched, no temporary left */
+        uint64_t off[] = {0, 2, 4}, bad_off[] = {0, 5, 4}, short_off[] = {0, 1, 3};
+        float xy[] = {1, 2, 3, 4, 5, 6, 7, NAN};
+        grove_polylines p = {2, 4, off, xy};
+        char *before, *after;
+        write_file(path_in("keep.csv"), "old contents\n");
+        CHECK_STATUS(ctx, grove_polylines_write_csv(ctx, &p, path_in("keep.csv")),
+                     GROVE_ERR_BAD_INPUT);
+        CHECK(strstr(grove_ctx_last_error(ctx), "curve 1, vertex 1 is not finite") != NULL);
+        p.offsets = bad_off;
+        CHECK_STATUS(ctx, grove_polylines_write_csv(ctx, &p, path_in("keep.csv")),
+                     GROVE_ERR_INVALID_ARG);
+        CHECK(strstr(grove_ctx_last_error(ctx), "decreases at curve 1") != NULL);
+        p.offsets = short_off;
+        CHECK_STATUS(ctx, grove_polylines_write_csv(ctx, &p, path_in("keep.csv")),
+                     GROVE_ERR_INVALID_ARG);
+        p.offsets = NULL;
+        CHECK_STATUS(ctx, grove_polylines_write_csv(ctx, &p, path_in("keep.csv")),
+                     GROVE_ERR_INVALID_ARG);
+        p.offsets = off;
+        p.xy = NULL;
+        CHECK_STATUS(ctx, grove_polylines_write_csv(ctx, &p, path_in("keep.csv")),
+                     GROVE_ERR_INVALID_ARG);
+        CHECK_STATUS(ctx, grove_polylines_write_csv(ctx, NULL, path_in("keep.csv")),
+                     GROVE_ERR_INVALID_ARG);
+        CHECK_STATUS(ctx, grove_polylines_write_csv(ctx, &p, NULL), GROVE_ERR_INVALID_ARG);
+        before = slurp(path_in("keep.csv"), NULL);
+        CHECK(before && strcmp(before, "old contents\n") == 0);
+        free(before);
+        p.xy = xy;
+        xy[7] = 8;
+        CHECK_STATUS(ctx, grove_polylines_write_csv(ctx, &p, path_in("no-such-dir/x.csv")),
+                     GROVE_ERR_IO);
+        CHECK(access(path_in("no-such-dir"), F_OK) != 0);
+        CHECK_OK(ctx, grove_polylines_write_csv(ctx, &p, path_in("keep.csv")));
+        after = slurp(path_in("keep.csv"), NULL);
+        CHECK(after && strncmp(after, "curve,vertex,x,y\n0,0,1,2\n", 25) == 0);
+        free(after);
+        CHECK(count_tmp_files() == 0);
+    }
+}
+
+/* strstr without ASan's interceptor, which measures the whole text at every call and makes
+ * repeated searches through a large picture quadratic. */
+static const char *find(const char *t, const char *s)
+{
+    size_t m = strlen(s);
+    for (; *t; t++)
+        if (*t == *s && strncmp(t, s, m) == 0) return t;
+    return NULL;
+}
+
+/* Counts occurrences of s in t. */
+static size_t count_of(const char *t, const char *s)
+{
+    size_t n = 0;
+    for (const char *p = find(t, s); p; p = find(p + 1, s)) n++;
+    return n;
+}
+
+/* Every number in points="..." and d="..." attributes lies in the picture. */
+static int coords_inside(const char *t, double w, double h)
+{
+    const char *p = t;
+    while ((p = find(p, "points=\"")) != NULL) {
+        char *e;
+        p += 8;
+        while (*p != '"') {
+            double x = strtod(p, &e), y;
+            if (e == p || *e != ',') return 0;
+            y = strtod(e + 1, &e);
+            if (x < 0 || x > w || y < 0 || y > h) return 0;
+            p = e;
+            while (*p == ' ') p++;
+        }
+    }
+    return 1;
+}
+
+static void test_svg_writer(uint64_t seed)
+{
+    tu_rng r = {seed};
+    {
+        /* one rising line: y up in the data is y down in pixels */
+        uint64_t off[] = {0, 3};
+        float xy[] = {0, 0, 1, 1, 2, 2};
+        float cp[8] = {0, 0, 1, 1, 2, 2, 0, 0};
+        uint8_t dg[1] = {2};
+        grove_polylines p = {1, 3, off, xy};
+        grove_curves c = {cp, dg, 1};
+        char *t;
+        double x0, y0, x1, y1;
+        const char *head = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"400\" height=\"300\"";
+        CHECK_OK(ctx, grove_polylines_write_svg(ctx, &p, &c, 400, 300, path_in("one.svg")));
+        t = slurp(path_in("one.svg"), NULL);
+        CHECK(t && strncmp(t, head, strlen(head)) == 0);
+        CHECK(t && strstr(t, "</svg>\n") != NULL);
+        CHECK(t && count_of(t, "<polyline") == 2); /* the curve and its control polygon */
+        CHECK(t && strstr(t, "stroke-dasharray") != NULL);
+        CHECK(t && coords_inside(t, 400, 300));
+        if (t) {
+            const char *pl = strstr(t, "stroke=\"#1d4f91\"");
+            pl = pl ? strstr(pl, "points=\"") : NULL;
+            CHECK(pl && sscanf(pl, "points=\"%lf,%lf %*f,%*f %lf,%lf", &x0, &y0, &x1, &y1) == 4 &&
+                  x1 > x0 && y1 < y0);
+        }
+        free(t);
+        /* the same picture read back as curves: the reader sees no <path> but the dots */
+        CHECK_OK(ctx, grove_polylines_write_svg(ctx, &p, NULL, 400, 300, path_in("one.svg")));
+        t = slurp(path_in("one.svg"), NULL);
+        CHECK(t && count_of(t, "<polyline") == 1 && !strstr(t, "dasharray"));
+        free(t);
+        CHECK_STATUS(ctx, grove_polylines_write_svg(ctx, &p, NULL, 8, 300, path_in("x.svg")),
+                     GROVE_ERR_INVALID_ARG);
+        c.n = 2;
+        CHECK_STATUS(ctx, grove_polylines_write_svg(ctx, &p, &c, 400, 300, path_in("x.svg")),
+                     GROVE_ERR_INVALID_ARG);
+        c.n = 1;
+        dg[0] = 4;
+        CHECK_STATUS(ctx, grove_polylines_write_svg(ctx, &p, &c, 400, 300, path_in("x.svg")),
+                     GROVE_ERR_INVALID_ARG);
+        dg[0] = 2;
+        cp[3] = NAN;
+        CHECK_STATUS(ctx, grove_polylines_write_svg(ctx, &p, &c, 400, 300, path_in("x.svg")),
+                     GROVE_ERR_BAD_INPUT);
+        CHECK(strstr(grove_ctx_last_error(ctx), "curve 0 has a non-finite control point"));
+        xy[3] = INFINITY;
+        CHECK_STATUS(ctx, grove_polylines_write_svg(ctx, &p, NULL, 400, 300, path_in("x.svg")),
+                     GROVE_ERR_BAD_INPUT);
+        CHECK(access(path_in("x.svg"), F_OK) != 0);
+    }
+    {
+        /* degenerate: every vertex the same point; no curves at all */
+        uint64_t off[] = {0, 2}, off0[] = {0};
+        float xy[] = {5, 5, 5, 5};
+        grove_polylines p = {1, 2, off, xy}, e = {0, 0, off0, NULL};
+        char *t;
+        CHECK_OK(ctx, grove_polylines_write_svg(ctx, &p, NULL, 100, 100, path_in("pt.svg")));
+        t = slurp(path_in("pt.svg"), NULL);
+        CHECK(t && coords_inside(t, 100, 100) && count_of(t, "<polyline") == 1);
+        free(t);
+        CHECK_OK(ctx, grove_polylines_write_svg(ctx, &e, NULL, 100, 100, path_in("none.svg")));
+        t = slurp(path_in("none.svg"), NULL);
+        CHECK(t && count_of(t, "<polyline") == 0 && strstr(t, "</svg>"));
+        free(t);
+    }
+    {
+        /* past the cap: a deterministic sample, said in a comment */
+        grove_polylines p;
+        char *t;
+        size_t drawn;
+        make_polylines(&r, 450000, 3, &p);
+        CHECK_OK(ctx, grove_polylines_write_svg(ctx, &p, NULL, 1000, 800, path_in("big.svg")));
+        t = slurp(path_in("big.svg"), NULL);
+        drawn = 0;
+        for (size_t c = 0; c < p.n_curves; c += 3) drawn += p.offsets[c + 1] > p.offsets[c];
+        CHECK(t && strstr(t, "<!-- sampled: 1 curve in 3 is drawn (150000 of 450000 curves"));
+        CHECK_MSG(t && count_of(t, "<polyline") == drawn, "%zu polylines, want %zu",
+                  t ? count_of(t, "<polyline") : 0, drawn);
+        CHECK(t && coords_inside(t, 1000, 800));
+        free(t);
+        free_polylines(&p);
+    }
+    CHECK(count_tmp_files() == 0);
+}
+
+int main(int argc, char **argv)
+{
+    tu_args a = {NULL, 200000, 7, NULL};
+    if (tu_parse_args(argc, argv, &a) != 0) {
+        fprintf(stderr, "usage: test_bezier_io [--seed S] [--large N]\n");
+        return 2;
+    }
+    snprintf(dir, sizeof dir, "%s/grove-bezier-io.XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 2;
+    }
+    if (grove_ctx_create(NULL, &ctx) != GROVE_OK) {
+        fprintf(stderr, "cannot create a CPU context\n");
+        return 2;
+    }
+    test_text();
+    {
+        const size_t sizes[] = {1, 31, 32, 33, 4097};
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+            test_text_random(a.seed + i, sizes[i]);
+        test_text_random(a.seed + 99, a.large);
+    }
+    test_svg_commands();
+    test_svg_errors();
+    test_svg_transforms();
+    test_svg_xml();
+    test_svg_random(a.seed, 1, 1);
+    test_svg_random(a.seed + 1, 33, 31);
+    test_svg_random(a.seed + 2, 2, 40000);
+    test_csv(a.seed, a.large);
+    test_svg_writer(a.seed);
+    grove_ctx_destroy(ctx);
+    if (!tu_failures) {
+        /* leave the files for a look when something failed */
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        while (d && (e = readdir(d)) != NULL)
+            if (e->d_name[0] != '.') unlink(path_in(e->d_name));
+        if (d) closedir(d);
+        rmdir(dir);
+    } else {
+        fprintf(stderr, "files kept in %s\n", dir);
+    }
+    return tu_finish("test_bezier_io");
+}
