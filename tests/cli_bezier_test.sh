@@ -4,55 +4,23 @@
 # Usage: GROVE=path/to/grove sh tests/cli_bezier_test.sh   (CTest runs it as `cli_bezier`)
 set -u
 
-if [ -z "${GROVE:-}" ] || [ ! -x "$GROVE" ]; then
-    echo "cli_bezier_test: set GROVE to the grove binary (got '${GROVE:-}')" >&2
-    exit 1
-fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/grove-cli-bezier.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
+suite=cli_bezier_test
+# shellcheck source=tests/cli_lib.sh
+. "$(dirname "$0")/cli_lib.sh"
 
-fails=0
-checks=0
-name=""
-have_python=0
-command -v python3 >/dev/null 2>&1 && have_python=1
-
-fail() {
-    fails=$((fails + 1))
-    echo "FAIL: $name: $*" >&2
-    [ -s "$tmp/err" ] && sed -n '1,5s/^/    stderr: /p' "$tmp/err" >&2
-}
-
-# run WANT_RC NAME ARGS...: runs grove ARGS with stdout/stderr in $tmp/out and $tmp/err.
+# run WANT_RC NAME ARGS...: expect for grove ARGS.
 run() {
-    want=$1
-    name=$2
+    want_rc=$1
+    run_name=$2
     shift 2
-    checks=$((checks + 1))
-    "$GROVE" "$@" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    [ "$rc" -eq "$want" ] && return 0
-    fail "exit status $rc, expected $want"
-    return 1
+    expect "$want_rc" "$run_name" "$GROVE" "$@"
 }
-out_has() { grep -q -e "$1" "$tmp/out" || fail "stdout lacks '$1'"; }
-err_has() { grep -q -e "$1" "$tmp/err" || fail "stderr lacks '$1'"; }
-out_empty() { [ ! -s "$tmp/out" ] || fail "stdout is not empty"; }
-err_empty() { [ ! -s "$tmp/err" ] || fail "stderr is not empty"; }
 absent() { [ ! -e "$1" ] || fail "$1 exists (a failed run must not write it)"; }
 # rows FILE N: the CSV has the header and N data rows
 rows() {
     [ "$(head -n 1 "$1")" = "curve,vertex,x,y" ] || fail "$1: header is not curve,vertex,x,y"
     got=$(($(wc -l <"$1") - 1))
     [ "$got" -eq "$2" ] || fail "$1: $got rows, expected $2"
-}
-# json_check FILE EXPR: EXPR over the parsed file `d` must be true (needs python3)
-json_check() {
-    [ "$have_python" -eq 1 ] || return 0
-    python3 -c 'import json, sys
-d = json.load(open(sys.argv[1]))
-sys.exit(0 if eval(sys.argv[2]) else 1)' "$1" "$2" 2>/dev/null || fail "$1: not true: $2"
 }
 
 # A line (0,0)-(3,0), the quadratic (0,0) (1,1) (2,0) and the cubic (0,0) (0,10) (10,10) (10,0).
@@ -209,5 +177,4 @@ else
         err_has "cannot use the cuda backend"
 fi
 
-echo "cli_bezier_test: $checks checks, $fails failed"
-[ "$fails" -eq 0 ]
+finish

@@ -9,53 +9,9 @@
 # installed. Everything runs on the CPU backend.
 set -u
 
-if [ -z "${GROVE:-}" ] || [ ! -x "$GROVE" ]; then
-    echo "cli_octree_test: set GROVE to the grove binary (got '${GROVE:-}')" >&2
-    exit 1
-fi
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/grove-cli-octree.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
-
-fails=0
-checks=0
-name=""
-
-have_python=0
-if command -v python3 >/dev/null 2>&1; then have_python=1; fi
-
-fail() {
-    fails=$((fails + 1))
-    echo "FAIL: $name: $*" >&2
-    if [ -s "$tmp/err" ]; then sed -n '1,5s/^/    stderr: /p' "$tmp/err" >&2; fi
-}
-
-# expect WANT_RC NAME CMD...: runs CMD with stdout and stderr in $tmp/out and $tmp/err.
-expect() {
-    want=$1
-    name=$2
-    shift 2
-    checks=$((checks + 1))
-    "$@" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    if [ "$rc" -ne "$want" ]; then
-        fail "exit status $rc, expected $want"
-        return 1
-    fi
-    return 0
-}
-
-out_has() { grep -q -e "$1" "$tmp/out" || fail "stdout lacks '$1'"; }
-err_has() { grep -q -e "$1" "$tmp/err" || fail "stderr lacks '$1'"; }
-out_empty() { [ ! -s "$tmp/out" ] || fail "stdout is not empty"; }
-err_empty() { [ ! -s "$tmp/err" ] || fail "stderr is not empty"; }
-
-json_valid() {
-    [ "$have_python" -eq 1 ] || return 0
-    python3 -m json.tool "$1" >/dev/null 2>"$tmp/json_err" ||
-        fail "$1 is not valid JSON: $(head -c 200 "$tmp/json_err")"
-}
+suite=cli_octree_test
+# shellcheck source=tests/cli_lib.sh
+. "$(dirname "$0")/cli_lib.sh"
 
 G="$GROVE"
 B="--backend cpu"
@@ -236,9 +192,4 @@ if expect 2 "export <malformed metadata.json>" "$G" octree export "$tmp/dd" --le
 fi
 [ ! -e "$tmp/x.ply" ] || { name="failed export"; fail "x.ply written by a failed export"; }
 
-if [ "$fails" -ne 0 ]; then
-    echo "cli_octree_test: $fails of $checks checks FAILED" >&2
-    exit 1
-fi
-echo "cli_octree_test: all $checks checks passed"
-exit 0
+finish
