@@ -18,29 +18,11 @@
 
 #include "grove/io.h"
 #include "testutil.h"
+#include "tu_files.h"
 
 static grove_ctx *ctx;
-static char dir[512];
 
 /* ---- files ---- */
-
-static const char *path_of(const char *name)
-{
-    static char bufs[4][1024];
-    static int k;
-    char *b = bufs[k++ & 3];
-    snprintf(b, sizeof bufs[0], "%s/%s", dir, name);
-    return b;
-}
-
-static void put_file(const char *name, const void *data, size_t len)
-{
-    FILE *f = fopen(path_of(name), "wb");
-    if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0) {
-        fprintf(stderr, "test_io: cannot write %s\n", path_of(name));
-        exit(2);
-    }
-}
 
 static void put_text(const char *name, const char *s) { put_file(name, s, strlen(s)); }
 
@@ -48,17 +30,6 @@ static int file_exists(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0;
-}
-
-static void remove_dir(void)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    if (!d) return;
-    while ((e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) unlink(path_of(e->d_name));
-    closedir(d);
-    rmdir(dir);
 }
 
 /* Number of directory entries whose name contains `part`. */
