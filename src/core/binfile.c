@@ -3,8 +3,11 @@
  * and k-d tree modules): byte order, field encoding, and whole arrays read and written with the
  * byte swap done only on big-endian hosts.
  */
+#define _POSIX_C_SOURCE 200809L /* fileno, fstat */
+
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core.h"
 
@@ -76,5 +79,43 @@ grove_status grove__read_words(grove_ctx *ctx, const char *path, FILE *f, void *
                             path);
     }
     if (!le) grove__swap_words(p, count, w);
+    return GROVE_OK;
+}
+
+grove_status grove__binfile_open(grove_ctx *ctx, const char *path, const char *magic,
+                                 const char *kind, uint32_t version, unsigned char *h,
+                                 size_t hdr_len, FILE **f, uint64_t *size)
+{
+    grove_status st = GROVE_OK;
+    struct stat sb;
+    size_t got;
+    FILE *fp = fopen(path, "rb");
+    *f = NULL;
+    if (!fp) return grove__error(ctx, GROVE_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fstat(fileno(fp), &sb) != 0) {
+        st = grove__error(ctx, GROVE_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    } else if (!S_ISREG(sb.st_mode)) {
+        st = grove__error(ctx, GROVE_ERR_IO, "%s: not a regular file", path);
+    } else if ((got = fread(h, 1, hdr_len, fp)) < hdr_len && ferror(fp)) {
+        st = grove__error(ctx, GROVE_ERR_IO, "%s: read error: %s", path, strerror(errno));
+    } else if (got < 8 || memcmp(h, magic, 8) != 0) {
+        st = grove__error(ctx, GROVE_ERR_BAD_INPUT,
+                          "%s: not a grove %s file (it does not start with \"%s\")", path, kind,
+                          magic);
+    } else if (got < hdr_len) {
+        st = grove__error(ctx, GROVE_ERR_BAD_INPUT,
+                          "%s: truncated header: %zu bytes, the header has %zu", path, got,
+                          hdr_len);
+    } else if (grove__get32(h + 8) != version) {
+        st = grove__error(ctx, GROVE_ERR_BAD_INPUT,
+                          "%s: unsupported %s file version %u (this build reads version %u)", path,
+                          kind, grove__get32(h + 8), version);
+    }
+    if (st != GROVE_OK) {
+        fclose(fp);
+        return st;
+    }
+    *f = fp;
+    *size = (uint64_t)sb.st_size;
     return GROVE_OK;
 }

@@ -59,6 +59,14 @@ uint64_t grove__get64(const unsigned char *b);
 int grove__write_words(FILE *f, const void *p, size_t count, size_t w, int le);
 grove_status grove__read_words(grove_ctx *ctx, const char *path, FILE *f, void *p, size_t count,
                                size_t w, int le);
+/* Opens the grove binary file at path and reads its header (hdr_len bytes into h): it must be
+ * a regular file starting with the 8-byte magic, at least hdr_len bytes long, with the version
+ * word at byte 8 equal to version. kind names the format in messages ("quadtree", ...). On
+ * success *f is open at byte hdr_len and *size is the file's size; on failure *f is NULL and
+ * the message names the path and what is wrong (GROVE_ERR_IO, GROVE_ERR_BAD_INPUT). */
+grove_status grove__binfile_open(grove_ctx *ctx, const char *path, const char *magic,
+                                 const char *kind, uint32_t version, unsigned char *h,
+                                 size_t hdr_len, FILE **f, uint64_t *size);
 
 /* Checks that ctx is a usable context (not NULL, not a failed create). */
 grove_status grove__check_ctx(grove_ctx *ctx);

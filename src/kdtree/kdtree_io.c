@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "kdtree_internal.h"
 
@@ -191,8 +190,7 @@ grove_status grove_kdtree_load(grove_ctx *ctx, const char *path, grove_kdtree **
     grove_kdtree *t = NULL;
     uint64_t n, nn, depth, size, want;
     uint32_t dims, type, leaf;
-    size_t got, es;
-    struct stat sb;
+    size_t es;
     FILE *f;
     int le = grove__host_is_le();
 
@@ -200,35 +198,8 @@ grove_status grove_kdtree_load(grove_ctx *ctx, const char *path, grove_kdtree **
     if (!out) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: out is NULL", fn);
     *out = NULL;
     if (!path) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: path is NULL", fn);
-    f = fopen(path, "rb");
-    if (!f) return grove__error(ctx, GROVE_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        st = grove__error(ctx, GROVE_ERR_IO, "%s: not a readable regular file", path);
-        goto _end;
-    }
-    size = (uint64_t)sb.st_size;
-    got = fread(h, 1, sizeof h, f);
-    if (got < sizeof h && ferror(f)) {
-        st = grove__error(ctx, GROVE_ERR_IO, "%s: read error: %s", path, strerror(errno));
-        goto _end;
-    }
-    if (got < 8 || memcmp(h, KD_MAGIC, 8) != 0) {
-        st = grove__error(ctx, GROVE_ERR_BAD_INPUT,
-                          "%s: not a grove k-d tree file (it does not start with \"%s\")", path,
-                          KD_MAGIC);
-        goto _end;
-    }
-    if (got < sizeof h) {
-        st = grove__error(ctx, GROVE_ERR_BAD_INPUT, "%s: truncated header: %zu of %u bytes", path,
-                          got, KD_HEADER);
-        goto _end;
-    }
-    if (grove__get32(h + 8) != KD_VERSION) {
-        st = grove__error(ctx, GROVE_ERR_BAD_INPUT,
-                          "%s: unsupported k-d tree file version %u (this build reads %u)", path,
-                          grove__get32(h + 8), KD_VERSION);
-        goto _end;
-    }
+    GROVE_TRY(grove__binfile_open(ctx, path, KD_MAGIC, "k-d tree", KD_VERSION, h, sizeof h, &f,
+                                  &size));
     dims = grove__get32(h + 12);
     type = grove__get32(h + 16);
     leaf = grove__get32(h + 20);

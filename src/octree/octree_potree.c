@@ -1006,8 +1006,6 @@ grove_status grove_octree_load(grove_ctx *ctx, const char *dir, grove_octree **o
     unsigned char *nb = NULL;
     uint64_t n, nn, ne, want, size;
     char *path = NULL;
-    struct stat sb;
-    size_t got;
     FILE *f = NULL;
     int le = grove__host_is_le();
 
@@ -1017,39 +1015,8 @@ grove_status grove_octree_load(grove_ctx *ctx, const char *dir, grove_octree **o
     if (!dir) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: dir is NULL", fn);
     if (!(path = join(dir, "grove.octree")))
         return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-    f = fopen(path, "rb");
-    if (!f) {
-        st = grove__error(ctx, GROVE_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-        goto _end;
-    }
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        st = grove__error(ctx, GROVE_ERR_IO, "%s: not a regular file", path);
-        goto _end;
-    }
-    size = (uint64_t)sb.st_size;
-    got = fread(h, 1, sizeof h, f);
-    if (got < sizeof h && ferror(f)) {
-        st = grove__error(ctx, GROVE_ERR_IO, "%s: read error: %s", path, strerror(errno));
-        goto _end;
-    }
-    if (got < 8 || memcmp(h, OT_MAGIC, 8) != 0) {
-        st = grove__error(ctx, GROVE_ERR_BAD_INPUT,
-                          "%s: not a grove octree file (it does not start with \"%s\")", path,
-                          OT_MAGIC);
-        goto _end;
-    }
-    if (got < sizeof h) {
-        st = grove__error(ctx, GROVE_ERR_BAD_INPUT,
-                          "%s: truncated header: %zu bytes, the header has %u", path, got,
-                          OT_HEADER);
-        goto _end;
-    }
-    if (grove__get32(h + 8) != OT_VERSION) {
-        st = grove__error(ctx, GROVE_ERR_BAD_INPUT,
-                          "%s: unsupported octree file version %u (this build reads version %u)",
-                          path, grove__get32(h + 8), OT_VERSION);
-        goto _end;
-    }
+    GROVE_TRY_END(st, grove__binfile_open(ctx, path, OT_MAGIC, "octree", OT_VERSION, h, sizeof h,
+                                          &f, &size));
     for (size_t k = 104; k <= OT_HEADER; k++)
         if (k == OT_HEADER ? grove__get32(h + 12) != 0 : h[k] != 0) {
             st = grove__error(ctx, GROVE_ERR_BAD_INPUT,

@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "quadtree_internal.h"
@@ -233,8 +232,6 @@ grove_status grove_quadtree_load(grove_ctx *ctx, const char *path, grove_quadtre
     grove_status st = GROVE_OK;
     grove_quadtree *t = NULL;
     uint64_t n, nn, want, size;
-    size_t got;
-    struct stat sb;
     FILE *f;
     int le = grove__host_is_le();
 
@@ -242,40 +239,8 @@ grove_status grove_quadtree_load(grove_ctx *ctx, const char *path, grove_quadtre
     if (!out) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: out is NULL", fn);
     *out = NULL;
     if (!path) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: path is NULL", fn);
-    f = fopen(path, "rb");
-    if (!f) return grove__error(ctx, GROVE_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (fstat(fileno(f), &sb) != 0) {
-        st = grove__error(ctx, GROVE_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-        goto _end;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        st = grove__error(ctx, GROVE_ERR_IO, "%s: not a regular file", path);
-        goto _end;
-    }
-    size = (uint64_t)sb.st_size;
-    got = fread(h, 1, sizeof h, f);
-    if (got < sizeof h && ferror(f)) {
-        st = grove__error(ctx, GROVE_ERR_IO, "%s: read error: %s", path, strerror(errno));
-        goto _end;
-    }
-    if (got < 8 || memcmp(h, QT_MAGIC, 8) != 0) {
-        st = grove__error(ctx, GROVE_ERR_BAD_INPUT,
-                          "%s: not a grove quadtree file (it does not start with \"%s\")", path,
-                          QT_MAGIC);
-        goto _end;
-    }
-    if (got < sizeof h) {
-        st = grove__error(ctx, GROVE_ERR_BAD_INPUT,
-                          "%s: truncated header: %zu bytes, the header has %u", path, got,
-                          QT_HEADER);
-        goto _end;
-    }
-    if (grove__get32(h + 8) != QT_VERSION) {
-        st = grove__error(ctx, GROVE_ERR_BAD_INPUT,
-                          "%s: unsupported quadtree file version %u (this build reads version %u)",
-                          path, grove__get32(h + 8), QT_VERSION);
-        goto _end;
-    }
+    GROVE_TRY(grove__binfile_open(ctx, path, QT_MAGIC, "quadtree", QT_VERSION, h, sizeof h, &f,
+                                  &size));
     if (grove__get32(h + 12) != 0 || grove__get32(h + 44) != 0) {
         st = grove__error(ctx, GROVE_ERR_BAD_INPUT,
                           "%s: header: reserved fields (bytes 12 and 44) must be 0", path);
