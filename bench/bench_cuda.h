@@ -22,6 +22,19 @@ int grove__bench_add_row(grove_bench_row *rows, int max_rows, int *nrows, const 
                          const char *impl, size_t n, double ms, double bytes, double copy_gbps,
                          double vs_cub, int checked);
 
+/* A row of the tree suites (no byte count): vs_floor is floor_ms / ms, the suite's floor (a
+ * sort of the same points) over the row's time, 0 where either is unknown. */
+void grove__bench_floor_row(grove_bench_row *rows, int max_rows, int *nrows, const char *op,
+                            const char *impl, size_t n, double ms, double floor_ms, int checked);
+
+/* A failed check: the message goes to ctx (GROVE_ERR_INTERNAL), which the CLI prints as a note
+ * under the table. Returns 0, the row's `checked`. */
+int grove__bench_note(grove_ctx *ctx, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
 /* splitmix64 of (seed, i): the benchmarks' random data, the same on host and device. */
 #if defined(__CUDACC__)
 __host__ __device__

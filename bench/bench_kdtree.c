@@ -99,32 +99,6 @@ static void gen_points(float *xyz, size_t n, int clustered, uint64_t seed)
     }
 }
 
-static void add_row(grove_bench_row *rows, int max_rows, int *nrows, const char *op,
-                    const char *impl, size_t n, double ms, double ref_ms, int checked)
-{
-    if (!grove__bench_add_row(rows, max_rows, nrows, op, impl, n, ms, 0, 0, 0, checked)) return;
-    rows[*nrows - 1].gb_per_s = 0;
-    rows[*nrows - 1].vs_floor = (ref_ms > 0 && ms > 0) ? ref_ms / ms : 0;
-}
-
-/* A failed check: the row stays unchecked and the CLI prints the message as a note. Returns 0
- * (not checked). */
-static int check_note(grove_ctx *ctx, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static int check_note(grove_ctx *ctx, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    grove__error(ctx, GROVE_ERR_INTERNAL, "%s", msg);
-    return 0;
-}
-
 /* ---- checks ---- */
 
 static int trees_equal(const grove_kdtree *a, const grove_kdtree *b)
@@ -159,38 +133,42 @@ static int tree_valid(grove_ctx *ctx, const grove_kdtree *t, const float *pts, s
     grove_kdtree_get_opts(t, &o);
     if (grove_kdtree_num_points(t) != n || grove_kdtree_dims(t) != 3 ||
         grove_kdtree_coord_type(t) != GROVE_COORD_F32 || nn == 0 || !nd || !bounds)
-        return check_note(ctx, "bench kdtree: CPU tree of %zu points: wrong size, dims or type", n);
+        return grove__bench_note(
+            ctx, "bench kdtree: CPU tree of %zu points: wrong size, dims or type", n);
     stack = (size_t *)malloc(nn * sizeof *stack);
     seen = (unsigned char *)calloc(n ? n : 1, 1);
     box = (double *)malloc(nn * 6 * sizeof *box);
     if (!stack || !seen || !box) {
-        ok = check_note(ctx, "bench kdtree: out of host memory for the tree check");
+        ok = grove__bench_note(ctx, "bench kdtree: out of host memory for the tree check");
         goto _end;
     }
     for (size_t i = 0; ok && i < n; i++)
         if (ix[i] >= n || seen[ix[i]]++ || memcmp(tp + 3 * i, pts + 3 * ix[i], 12) != 0)
-            ok = check_note(ctx, "bench kdtree: tree point %zu: bad index or coordinates", i);
+            ok =
+                grove__bench_note(ctx, "bench kdtree: tree point %zu: bad index or coordinates", i);
     if (ok && (nd[0].begin != 0 || nd[0].end != n))
-        ok = check_note(ctx, "bench kdtree: the root's range is not all points");
+        ok = grove__bench_note(ctx, "bench kdtree: the root's range is not all points");
     stack[top++] = 0;
     while (ok && top > 0) {
         size_t i = stack[--top];
         const grove_kdtree_node *a = &nd[i];
         if (i != next++ || a->begin > a->end || a->end > n) {
-            ok = check_note(ctx, "bench kdtree: node %zu out of preorder or bad range", i);
+            ok = grove__bench_note(ctx, "bench kdtree: node %zu out of preorder or bad range", i);
         } else if (a->kind == GROVE_KDTREE_LEAF) {
             if (a->right != 0 || a->axis != -1)
-                ok = check_note(ctx, "bench kdtree: leaf %zu has links", i);
+                ok = grove__bench_note(ctx, "bench kdtree: leaf %zu has links", i);
         } else if (a->axis < 0 || a->axis > 2 || a->right <= i + 1 || a->right >= nn ||
                    nd[i + 1].begin != a->begin || nd[i + 1].end != nd[a->right].begin ||
                    nd[a->right].end != a->end) {
-            ok = check_note(ctx, "bench kdtree: node %zu: bad axis, links or child ranges", i);
+            ok = grove__bench_note(ctx, "bench kdtree: node %zu: bad axis, links or child ranges",
+                                   i);
         } else {
             stack[top++] = (size_t)a->right;
             stack[top++] = i + 1;
         }
     }
-    if (ok && next != nn) ok = check_note(ctx, "bench kdtree: %zu of %zu nodes reached", next, nn);
+    if (ok && next != nn)
+        ok = grove__bench_note(ctx, "bench kdtree: %zu of %zu nodes reached", next, nn);
     for (size_t i = nn; ok && i-- > 0;) {
         const grove_kdtree_node *a = &nd[i];
         double *b = box + 6 * i;
@@ -209,8 +187,8 @@ static int tree_valid(grove_ctx *ctx, const grove_kdtree *t, const float *pts, s
                     all_equal &= tp[3 * p + d] == tp[3 * a->begin + d];
                 }
             if (a->end - a->begin > (uint64_t)o.leaf_size && !all_equal)
-                ok = check_note(ctx, "bench kdtree: leaf %zu holds %llu points", i,
-                                (unsigned long long)(a->end - a->begin));
+                ok = grove__bench_note(ctx, "bench kdtree: leaf %zu holds %llu points", i,
+                                       (unsigned long long)(a->end - a->begin));
         } else {
             const double *l = box + 6 * (i + 1), *r = box + 6 * a->right;
             for (int d = 0; d < 3; d++) {
@@ -218,11 +196,11 @@ static int tree_valid(grove_ctx *ctx, const grove_kdtree *t, const float *pts, s
                 b[3 + d] = l[3 + d] > r[3 + d] ? l[3 + d] : r[3 + d];
             }
             if (!(l[3 + a->axis] < a->split) || !(r[a->axis] >= a->split))
-                ok = check_note(ctx, "bench kdtree: node %zu: a point on the wrong side", i);
+                ok = grove__bench_note(ctx, "bench kdtree: node %zu: a point on the wrong side", i);
         }
         for (int d = 0; ok && d < 6; d++)
             if (b[d] != bounds[6 * i + d])
-                ok = check_note(ctx, "bench kdtree: node %zu: box is not tight", i);
+                ok = grove__bench_note(ctx, "bench kdtree: node %zu: box is not tight", i);
     }
 _end:
     free(stack);
@@ -283,8 +261,8 @@ static int knn_sample_ok(grove_ctx *ctx, const float *p, size_t n, const float *
         }
     }
     if (bad >= 0)
-        return check_note(ctx, "bench kdtree: knn of query %lld of %zu differs from brute force",
-                          bad, nq);
+        return grove__bench_note(
+            ctx, "bench kdtree: knn of query %lld of %zu differs from brute force", bad, nq);
     return 1;
 }
 
@@ -294,7 +272,7 @@ static int results_equal(grove_ctx *ctx, const char *what, size_t nq, const uint
     for (size_t j = 0; j < nq; j++)
         if (memcmp(ia + KD_K * j, ib + KD_K * j, KD_K * sizeof *ia) ||
             memcmp(da + KD_K * j, db + KD_K * j, KD_K * sizeof *da))
-            return check_note(ctx, "bench kdtree: %s: row of query %zu differs", what, j);
+            return grove__bench_note(ctx, "bench kdtree: %s: row of query %zu differs", what, j);
     return 1;
 }
 
@@ -316,7 +294,7 @@ static int floor_ok(grove_ctx *ctx, const float *xyz, size_t n, const float box[
 {
     unsigned char *seen = (unsigned char *)calloc(n ? n : 1, 1);
     int ok = 1;
-    if (!seen) return check_note(ctx, "bench kdtree: out of host memory for the sort check");
+    if (!seen) return grove__bench_note(ctx, "bench kdtree: out of host memory for the sort check");
     for (size_t i = 0; ok && i < n; i++) {
         if (vals[i] >= n || seen[vals[i]]++) {
             ok = 0;
@@ -328,7 +306,8 @@ static int floor_ok(grove_ctx *ctx, const float *xyz, size_t n, const float box[
             ok = c == codes[i] &&
                  (i == 0 || codes[i - 1] < c || (codes[i - 1] == c && vals[i - 1] < vals[i]));
         }
-        if (!ok) check_note(ctx, "bench kdtree: Morton sort of %zu points wrong at %zu", n, i);
+        if (!ok)
+            grove__bench_note(ctx, "bench kdtree: Morton sort of %zu points wrong at %zu", n, i);
     }
     free(seen);
     return ok;
@@ -453,14 +432,15 @@ static grove_status run_floors(kd_bench *b, const char *dname, const float *xyz,
                                         gpu_ms);
         if (s != GROVE_OK) goto _end;
         ok = floor_ok(b->ctx, xyz, n, box, codes, vals);
-        add_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, *gpu_ms, *gpu_ms, ok);
+        grove__bench_floor_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, *gpu_ms, *gpu_ms, ok);
     }
 #else
     (void)gpu_ms;
 #endif
     s = cpu_floor(b->cpu, b->ctx, xyz, n, b->cpu_warmup, b->cpu_repeats, q, codes, vals, cpu_ms,
                   &ok);
-    if (s == GROVE_OK) add_row(b->rows, b->max_rows, b->nrows, op, "cpu", n, *cpu_ms, *cpu_ms, ok);
+    if (s == GROVE_OK)
+        grove__bench_floor_row(b->rows, b->max_rows, b->nrows, op, "cpu", n, *cpu_ms, *cpu_ms, ok);
 _end:
     free(q);
     free(codes);
@@ -496,14 +476,15 @@ static grove_status run_trees(kd_bench *b, const char *dname, const float *xyz, 
     if (b->cuda) {
         same = valid && trees_equal(tg, tc);
         if (valid && !same)
-            check_note(b->ctx,
-                       "bench kdtree: %s tree of %zu points differs "
-                       "from the CPU backend's",
-                       dname, n);
+            grove__bench_note(b->ctx,
+                              "bench kdtree: %s tree of %zu points differs "
+                              "from the CPU backend's",
+                              dname, n);
     }
     snprintf(op, sizeof op, "build_%s", dname);
-    if (b->cuda) add_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, ms_g, gpu_floor, same);
-    add_row(b->rows, b->max_rows, b->nrows, op, "cpu", n, ms_c, cpu_floor_ms, valid);
+    if (b->cuda)
+        grove__bench_floor_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, ms_g, gpu_floor, same);
+    grove__bench_floor_row(b->rows, b->max_rows, b->nrows, op, "cpu", n, ms_c, cpu_floor_ms, valid);
 
     if (b->cuda)
         GROVE_TRY_END(s, time_knn(b->ctx, b->ctx, tg, &qc, b->warmup, b->repeats, ig, dg, &kms_g));
@@ -512,25 +493,28 @@ static grove_status run_trees(kd_bench *b, const char *dname, const float *xyz, 
     kok = knn_sample_ok(b->ctx, xyz, n, qxyz, n, ic, dc);
     if (b->cuda) ksame = kok && results_equal(b->ctx, "knn gpu vs cpu", n, ig, dg, ic, dc);
     snprintf(op, sizeof op, "knn%d_%s", KD_K, dname);
-    if (b->cuda) add_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, kms_g, 0, ksame);
-    add_row(b->rows, b->max_rows, b->nrows, op, "cpu", n, kms_c, 0, kok);
+    if (b->cuda)
+        grove__bench_floor_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, kms_g, 0, ksame);
+    grove__bench_floor_row(b->rows, b->max_rows, b->nrows, op, "cpu", n, kms_c, 0, kok);
 #ifdef GROVE_HAVE_CUDA
     if (b->cuda) {
         /* the device-resident calls: no host copies; the same checks against the CPU */
         grove_kdtree *td = NULL;
-        s = grove__bench_kd_device_cuda(b->ctx, xyz, n, qxyz, n, b->warmup, b->repeats, &td, ig,
-                                        dg, &ms_g, &kms_g);
+        s = grove__bench_kd_device_cuda(b->ctx, xyz, n, qxyz, n, b->warmup, b->repeats, &td, ig, dg,
+                                        &ms_g, &kms_g);
         if (s == GROVE_OK) {
             same = valid && trees_equal(td, tc);
             if (valid && !same)
-                check_note(b->ctx, "bench kdtree: %s device-built tree of %zu points differs "
-                                   "from the CPU backend's",
-                           dname, n);
+                grove__bench_note(b->ctx,
+                                  "bench kdtree: %s device-built tree of %zu points differs "
+                                  "from the CPU backend's",
+                                  dname, n);
             ksame = kok && results_equal(b->ctx, "knn_device gpu vs cpu", n, ig, dg, ic, dc);
             snprintf(op, sizeof op, "build_dev_%s", dname);
-            add_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, ms_g, gpu_floor, same);
+            grove__bench_floor_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, ms_g, gpu_floor,
+                                   same);
             snprintf(op, sizeof op, "knn%d_dev_%s", KD_K, dname);
-            add_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, kms_g, 0, ksame);
+            grove__bench_floor_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, kms_g, 0, ksame);
         }
         grove_kdtree_destroy(td);
     }
@@ -572,13 +556,15 @@ static grove_status run_subset(kd_bench *b, const char *dname, const float *xyz,
     GROVE_TRY_END(s, time_knn(b->ctx, b->ctx, tg, &qc, b->warmup, b->repeats, ig, dg, &ms_g));
     GROVE_TRY_END(s, time_knn(b->cpu, b->ctx, tc, &qc, cw, cr, ic, dc, &ms_c));
     snprintf(op, sizeof op, "brute_knn%d_%s_sub", KD_K, dname);
-    add_row(b->rows, b->max_rows, b->nrows, op, "gpu", m, ms_b, ms_b,
-            knn_sample_ok(b->ctx, xyz, m, qxyz, m, ib, db));
+    grove__bench_floor_row(b->rows, b->max_rows, b->nrows, op, "gpu", m, ms_b, ms_b,
+                           knn_sample_ok(b->ctx, xyz, m, qxyz, m, ib, db));
     snprintf(op, sizeof op, "knn%d_%s_sub", KD_K, dname);
-    add_row(b->rows, b->max_rows, b->nrows, op, "gpu", m, ms_g, ms_b,
-            results_equal(b->ctx, "subset knn gpu vs brute force", m, ig, dg, ib, db));
-    add_row(b->rows, b->max_rows, b->nrows, op, "cpu", m, ms_c, ms_b,
-            results_equal(b->ctx, "subset knn cpu vs brute force", m, ic, dc, ib, db));
+    grove__bench_floor_row(
+        b->rows, b->max_rows, b->nrows, op, "gpu", m, ms_g, ms_b,
+        results_equal(b->ctx, "subset knn gpu vs brute force", m, ig, dg, ib, db));
+    grove__bench_floor_row(
+        b->rows, b->max_rows, b->nrows, op, "cpu", m, ms_c, ms_b,
+        results_equal(b->ctx, "subset knn cpu vs brute force", m, ic, dc, ib, db));
 _end:
     grove_kdtree_destroy(tg);
     grove_kdtree_destroy(tc);

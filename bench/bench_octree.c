@@ -80,29 +80,6 @@ static void gen_points(double *xyz, size_t n, int clustered, uint64_t seed)
     }
 }
 
-static int check_note(grove_ctx *ctx, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static int check_note(grove_ctx *ctx, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    grove__error(ctx, GROVE_ERR_INTERNAL, "%s", msg);
-    return 0;
-}
-
-static void add_row(grove_bench_row *rows, int max_rows, int *nrows, const char *op,
-                    const char *impl, size_t n, double ms, double floor_ms, int checked)
-{
-    if (!grove__bench_add_row(rows, max_rows, nrows, op, impl, n, ms, 0, 0, 0, checked)) return;
-    rows[*nrows - 1].vs_floor = (floor_ms > 0 && ms > 0) ? floor_ms / ms : 0;
-}
-
 /* ---- checks ---- */
 
 /* The structural validator of the file's header comment. */
@@ -119,46 +96,48 @@ static int tree_valid(grove_ctx *ctx, const grove_octree *t, const double *xyz, 
     grove_octree_get_opts(t, &o);
     grove_octree_cube(t, lo, &side);
     to_grid = (double)(1u << GROVE_OCTREE_BITS) / side;
-    if (!seen) return check_note(ctx, "bench octree: out of memory for the validator");
+    if (!seen) return grove__bench_note(ctx, "bench octree: out of memory for the validator");
     if (!nd || !idx || !exyz || grove_octree_num_points(t) != n || nd[0].total != n) {
         free(seen);
-        return check_note(ctx, "bench octree: tree has no host arrays or a wrong point count");
+        return grove__bench_note(ctx,
+                                 "bench octree: tree has no host arrays or a wrong point count");
     }
     for (size_t k = 0; k < nn && ok; k++) {
         const grove_octree_node *a = &nd[k];
         const int leaf = a->first_child == UINT32_MAX;
         const int sh = GROVE_OCTREE_BITS - a->depth;
         if (leaf && a->total > o.max_points && a->depth < o.max_depth)
-            ok = check_note(ctx, "bench octree: leaf %zu over the cap", k);
+            ok = grove__bench_note(ctx, "bench octree: leaf %zu over the cap", k);
         if (!leaf && a->total <= o.max_points)
-            ok = check_note(ctx, "bench octree: inner node %zu within the cap", k);
+            ok = grove__bench_note(ctx, "bench octree: inner node %zu within the cap", k);
         if (leaf && a->end - a->begin != a->total)
-            ok = check_note(ctx, "bench octree: leaf %zu holds %llu entries for %llu points", k,
-                            (unsigned long long)(a->end - a->begin),
-                            (unsigned long long)a->total);
+            ok = grove__bench_note(ctx, "bench octree: leaf %zu holds %llu entries for %llu points",
+                                   k, (unsigned long long)(a->end - a->begin),
+                                   (unsigned long long)a->total);
         for (uint64_t e = a->begin; e < a->end && ok; e++) {
             uint32_t q[3];
             const uint32_t p = idx[e];
             if (p >= n || memcmp(&exyz[3 * e], &xyz[3 * (size_t)p], 3 * sizeof(double)) != 0) {
-                ok = check_note(ctx, "bench octree: entry %llu of node %zu is wrong",
-                                (unsigned long long)e, k);
+                ok = grove__bench_note(ctx, "bench octree: entry %llu of node %zu is wrong",
+                                       (unsigned long long)e, k);
                 break;
             }
             for (int c = 0; c < 3; c++)
                 q[c] = grove__ot_quantize(xyz[3 * (size_t)p + c], lo[c], to_grid);
             for (int c = 0; c < 3; c++)
                 if ((q[c] >> sh) != a->cell[c])
-                    ok = check_note(ctx, "bench octree: point %u outside node %zu", p, k);
+                    ok = grove__bench_note(ctx, "bench octree: point %u outside node %zu", p, k);
             if (e > a->begin && idx[e - 1] >= p)
-                ok = check_note(ctx, "bench octree: node %zu not in ascending input order", k);
+                ok = grove__bench_note(ctx, "bench octree: node %zu not in ascending input order",
+                                       k);
             if (leaf) {
-                if (seen[p]) ok = check_note(ctx, "bench octree: point %u in two leaves", p);
+                if (seen[p]) ok = grove__bench_note(ctx, "bench octree: point %u in two leaves", p);
                 seen[p] = 1;
             }
         }
     }
     for (size_t i = 0; i < n && ok; i++)
-        if (!seen[i]) ok = check_note(ctx, "bench octree: point %zu in no leaf", i);
+        if (!seen[i]) ok = grove__bench_note(ctx, "bench octree: point %zu in no leaf", i);
     free(seen);
     return ok;
 }
@@ -183,16 +162,16 @@ static int same_shape(grove_ctx *ctx, const grove_octree *a, const grove_octree 
     const grove_octree_node *x = grove_octree_nodes(a), *y = grove_octree_nodes(ref);
     const size_t nn = grove_octree_num_nodes(a);
     if (!x || !y || nn != grove_octree_num_nodes(ref))
-        return check_note(ctx, "bench octree: lod_grid 0 tree has other nodes");
+        return grove__bench_note(ctx, "bench octree: lod_grid 0 tree has other nodes");
     for (size_t k = 0; k < nn; k++) {
         const int leaf = x[k].first_child == UINT32_MAX;
         if (x[k].total != y[k].total || x[k].first_child != y[k].first_child ||
             x[k].child_mask != y[k].child_mask || memcmp(x[k].cell, y[k].cell, 12) != 0 ||
             x[k].end - x[k].begin != (leaf ? x[k].total : 0) ||
-            (leaf && memcmp(grove_octree_entry_index(a) + x[k].begin,
-                            grove_octree_entry_index(ref) + y[k].begin,
-                            (size_t)x[k].total * 4) != 0))
-            return check_note(ctx, "bench octree: lod_grid 0 tree differs at node %zu", k);
+            (leaf &&
+             memcmp(grove_octree_entry_index(a) + x[k].begin,
+                    grove_octree_entry_index(ref) + y[k].begin, (size_t)x[k].total * 4) != 0))
+            return grove__bench_note(ctx, "bench octree: lod_grid 0 tree differs at node %zu", k);
     }
     return 1;
 }
@@ -246,8 +225,8 @@ static grove_status cpu_equal(ot_bench *b, const double *xyz, size_t n, int *ok)
     if (s == GROVE_OK) {
         *ok = trees_equal(tc, tg);
         if (!*ok)
-            check_note(b->ctx, "bench octree: the CUDA tree of %zu points differs from the CPU's",
-                       m);
+            grove__bench_note(
+                b->ctx, "bench octree: the CUDA tree of %zu points differs from the CPU's", m);
     }
     grove_octree_destroy(tc);
     grove_octree_destroy(tg);
@@ -256,15 +235,15 @@ static grove_status cpu_equal(ot_bench *b, const double *xyz, size_t n, int *ok)
 #endif
 
 #ifdef GROVE_HAVE_CUDA
-static int counts_ok(grove_ctx *ctx, const double *xyz, size_t n, const double lo[3],
-                     double side, int depth, const uint32_t *c1, const uint32_t *c2)
+static int counts_ok(grove_ctx *ctx, const double *xyz, size_t n, const double lo[3], double side,
+                     int depth, const uint32_t *c1, const uint32_t *c2)
 {
     const size_t cells = (size_t)1 << (3 * depth);
     uint32_t *ref = (uint32_t *)calloc(cells, sizeof *ref);
     const double to_grid = (double)(1u << GROVE_OCTREE_BITS) / side;
     const int sh = GROVE_OCTREE_BITS - depth;
     int ok = 1;
-    if (!ref) return check_note(ctx, "bench octree: out of memory for the count check");
+    if (!ref) return grove__bench_note(ctx, "bench octree: out of memory for the count check");
     for (size_t i = 0; i < n; i++) {
         uint32_t q[3];
         for (int a = 0; a < 3; a++) q[a] = grove__ot_quantize(xyz[3 * i + a], lo[a], to_grid);
@@ -272,8 +251,9 @@ static int counts_ok(grove_ctx *ctx, const double *xyz, size_t n, const double l
     }
     for (size_t c = 0; c < cells && ok; c++)
         if (ref[c] != c1[c] || ref[c] != c2[c])
-            ok = check_note(ctx, "bench octree: level-%d count of cell %zu: %u / %u, expected %u",
-                            depth, c, c1[c], c2[c], ref[c]);
+            ok = grove__bench_note(ctx,
+                                   "bench octree: level-%d count of cell %zu: %u / %u, expected %u",
+                                   depth, c, c1[c], c2[c], ref[c]);
     free(ref);
     return ok;
 }
@@ -312,7 +292,8 @@ static grove_status run_gpu(ot_bench *b, const char *dname, const double *xyz, s
         s = grove__bench_ot_build_device(b->ctx, d_xyz, n, &o, b->warmup, reps, &ms_nolod, &t);
     }
     if (s == GROVE_OK) s = grove_octree_download(b->ctx, t);
-    if (s == GROVE_OK) ok_nolod = n > 20000000 ? same_shape(b->ctx, t, tlod) : tree_valid(b->ctx, t, xyz, n);
+    if (s == GROVE_OK)
+        ok_nolod = n > 20000000 ? same_shape(b->ctx, t, tlod) : tree_valid(b->ctx, t, xyz, n);
     grove_octree_destroy(t);
     t = NULL;
     if (s == GROVE_OK) { /* the build through host memory must give the device build's bytes */
@@ -321,8 +302,9 @@ static grove_status run_gpu(ot_bench *b, const char *dname, const double *xyz, s
                        &ms_host, &th);
         if (s == GROVE_OK) {
             ok_host = trees_equal(th, tlod);
-            if (!ok_host) check_note(b->ctx, "bench octree: host-memory build differs from the "
-                                             "device-resident build");
+            if (!ok_host)
+                grove__bench_note(b->ctx, "bench octree: host-memory build differs from the "
+                                          "device-resident build");
         }
         grove_octree_destroy(th);
     }
@@ -350,26 +332,33 @@ static grove_status run_gpu(ot_bench *b, const char *dname, const double *xyz, s
             const int cok = counts_ok(b->ctx, xyz, n, lo, side, depth, ca, cp);
             if (li == 0) {
                 floor_ms = msort;
-                if (!sort_ok) check_note(b->ctx, "bench octree: the Morton sort is wrong");
+                if (!sort_ok) grove__bench_note(b->ctx, "bench octree: the Morton sort is wrong");
                 snprintf(op, sizeof op, "morton_sort_%s", dname);
-                add_row(b->rows, b->max_rows, b->nrows, op, "cub", n, msort, floor_ms, sort_ok);
+                grove__bench_floor_row(b->rows, b->max_rows, b->nrows, op, "cub", n, msort,
+                                       floor_ms, sort_ok);
                 snprintf(op, sizeof op, "build_%s", dname);
-                add_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, ms, floor_ms, ok);
+                grove__bench_floor_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, ms, floor_ms,
+                                       ok);
                 snprintf(op, sizeof op, "phase_count_%s", dname);
-                add_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, ph.ms_count, floor_ms, ok);
+                grove__bench_floor_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, ph.ms_count,
+                                       floor_ms, ok);
                 snprintf(op, sizeof op, "phase_place_%s", dname);
-                add_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, ph.ms_place, floor_ms, ok);
+                grove__bench_floor_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, ph.ms_place,
+                                       floor_ms, ok);
                 snprintf(op, sizeof op, "phase_lod_%s", dname);
-                add_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, ph.ms_lod, floor_ms, ok);
+                grove__bench_floor_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, ph.ms_lod,
+                                       floor_ms, ok);
                 snprintf(op, sizeof op, "build_nolod_%s", dname);
-                add_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, ms_nolod, floor_ms, ok_nolod);
+                grove__bench_floor_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, ms_nolod,
+                                       floor_ms, ok_nolod);
                 snprintf(op, sizeof op, "build_host_%s", dname);
-                add_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, ms_host, floor_ms, ok_host);
+                grove__bench_floor_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, ms_host,
+                                       floor_ms, ok_host);
             }
             snprintf(op, sizeof op, "count_agg_%s_L%d", dname, depth);
-            add_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, ma, floor_ms, cok);
+            grove__bench_floor_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, ma, floor_ms, cok);
             snprintf(op, sizeof op, "count_plain_%s_L%d", dname, depth);
-            add_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, mp, floor_ms, cok);
+            grove__bench_floor_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, mp, floor_ms, cok);
         }
         free(ca);
         free(cp);
@@ -396,7 +385,8 @@ static grove_status run_cpu(ot_bench *b, const char *dname, const double *xyz, s
     s = time_build(b->cpu, b->ctx, xyz, n, 0, 1, &ms, &t);
     if (s == GROVE_OK) {
         snprintf(op, sizeof op, "build_%s", dname);
-        add_row(b->rows, b->max_rows, b->nrows, op, "cpu", n, ms, 0, tree_valid(b->ctx, t, xyz, n));
+        grove__bench_floor_row(b->rows, b->max_rows, b->nrows, op, "cpu", n, ms, 0,
+                               tree_valid(b->ctx, t, xyz, n));
     }
     grove_octree_destroy(t);
     return s;
@@ -459,11 +449,10 @@ grove_status grove_bench_octree(grove_ctx *ctx, const grove_bench_opts *opts, gr
 
 void grove_bench_octree_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: grove bench octree [--size N] [--warmup W] [--repeats R] [--json]\n"
-            "  Octree builds of N points (default 10^7 and 10^8; uniform and one dense spot):\n"
-            "  the device-resident build (with and without level-of-detail samples), the build\n"
-            "  through host memory, the counting pass with warp-aggregated vs plain atomics,\n"
-            "  the CUB sort of 63-bit Morton keys (the floor: vs floor = its time / the row's)\n"
-            "  and the CPU backend at 10^7 when it takes under ~10 s. Every row is checked.\n");
+    fprintf(f, "usage: grove bench octree [--size N] [--warmup W] [--repeats R] [--json]\n"
+               "  Octree builds of N points (default 10^7 and 10^8; uniform and one dense spot):\n"
+               "  the device-resident build (with and without level-of-detail samples), the build\n"
+               "  through host memory, the counting pass with warp-aggregated vs plain atomics,\n"
+               "  the CUB sort of 63-bit Morton keys (the floor: vs floor = its time / the row's)\n"
+               "  and the CPU backend at 10^7 when it takes under ~10 s. Every row is checked.\n");
 }

@@ -10,6 +10,7 @@
 #define _POSIX_C_SOURCE 199309L /* clock_gettime */
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 
 #include "bench.h"
 #include "bench_cuda.h"
+#include "core.h" /* grove__error */
 #include "grove/prim.h"
 /* grove__error, grove__check_ctx, grove__threads: report failures like the library does. */
 #include "core.h"
@@ -46,6 +48,24 @@ double grove__bench_median(double *v, int n)
     if (n <= 0) return 0.0;
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void grove__bench_floor_row(grove_bench_row *rows, int max_rows, int *nrows, const char *op,
+                            const char *impl, size_t n, double ms, double floor_ms, int checked)
+{
+    if (!grove__bench_add_row(rows, max_rows, nrows, op, impl, n, ms, 0, 0, 0, checked)) return;
+    rows[*nrows - 1].vs_floor = (floor_ms > 0 && ms > 0) ? floor_ms / ms : 0;
+}
+
+int grove__bench_note(grove_ctx *ctx, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    grove__error(ctx, GROVE_ERR_INTERNAL, "%s", msg);
+    return 0;
 }
 
 int grove__bench_add_row(grove_bench_row *rows, int max_rows, int *nrows, const char *op,

@@ -71,14 +71,6 @@ static const char *method_name(int m)
     return m == GROVE_QUADTREE_MORTON ? "morton" : "recursive";
 }
 
-static void add_row(grove_bench_row *rows, int max_rows, int *nrows, const char *op,
-                    const char *impl, size_t n, double ms, double floor_ms, int checked)
-{
-    if (!grove__bench_add_row(rows, max_rows, nrows, op, impl, n, ms, 0, 0, 0, checked)) return;
-    rows[*nrows - 1].gb_per_s = 0;
-    rows[*nrows - 1].vs_floor = (floor_ms > 0 && ms > 0) ? floor_ms / ms : 0;
-}
-
 /* One build, synchronous: from host memory (d_xy NULL) or from device memory. */
 static grove_status build_once(grove_ctx *ctx, const grove_points *p, const float *d_xy,
                                const grove_quadtree_opts *o, grove_quadtree **t)
@@ -205,8 +197,8 @@ grove_status grove_bench_quadtree(grove_ctx *ctx, const grove_bench_opts *opts,
         if (cuda) {
             s = time_sort_floor(ctx, n, warmup, repeats, &floor_ms);
             if (s != GROVE_OK) break;
-            add_row(rows, max_rows, nrows, "sort_pairs_u32 (floor)", "gpu", n, floor_ms, floor_ms,
-                    1);
+            grove__bench_floor_row(rows, max_rows, nrows, "sort_pairs_u32 (floor)", "gpu", n,
+                                   floor_ms, floor_ms, 1);
         }
 #endif
         for (int dist = 0; dist < 2 && s == GROVE_OK; dist++) {
@@ -245,12 +237,12 @@ grove_status grove_bench_quadtree(grove_ctx *ctx, const grove_bench_opts *opts,
                     s = time_build(ctx, &p, d, &o, warmup, repeats, &ms, &trees[m]);
                     cudaFree(d);
                     if (s != GROVE_OK) break;
-                    add_row(rows, max_rows, nrows, op, "gpu", n, ms, floor_ms, 0);
+                    grove__bench_floor_row(rows, max_rows, nrows, op, "gpu", n, ms, floor_ms, 0);
                     /* end to end through host memory: fewer repeats, it is dominated by PCIe */
                     s = time_build(ctx, &p, NULL, &o, 1, repeats < 5 ? repeats : 5, &ms, &th);
                     if (s != GROVE_OK) break;
-                    add_row(rows, max_rows, nrows, op, "host", n, ms, floor_ms,
-                            trees_equal(th, trees[m]));
+                    grove__bench_floor_row(rows, max_rows, nrows, op, "host", n, ms, floor_ms,
+                                           trees_equal(th, trees[m]));
                     grove_quadtree_destroy(th);
                 }
 #endif
@@ -258,7 +250,7 @@ grove_status grove_bench_quadtree(grove_ctx *ctx, const grove_bench_opts *opts,
                     grove_quadtree *tc = NULL;
                     s = time_build(cpu, &p, NULL, &o, 1, repeats < 5 ? repeats : 5, &ms, &tc);
                     if (s != GROVE_OK) break;
-                    add_row(rows, max_rows, nrows, op, "cpu", n, ms, floor_ms, 1);
+                    grove__bench_floor_row(rows, max_rows, nrows, op, "cpu", n, ms, floor_ms, 1);
                     if (!ref) {
                         ref = tc;
                     } else {
