@@ -4,10 +4,11 @@
  * The morton build gives the tree of the recursive build without recursion (quadtree_cpu.c has
  * the same method on the host, and quadtree.h the definition of the tree):
  *
- *   1. keys     one thread per point (two for 2-D input) descends from the root box with
- *               the recursive build's float arithmetic (centers as grove__qt_mid, no FMA), and
- *               writes its quadrant path, 2 bits per level, level 1 most significant: 32-bit
- *               keys up to depth 16, 64-bit keys beyond;
+ *   1. keys     each point's quadrant path, 2 bits per level, level 1 most significant
+ *               (32-bit keys up to depth 16, 64-bit keys beyond), exactly as a descent from the
+ *               root box with the recursive build's float arithmetic (centers as
+ *               grove__qt_mid, no FMA) gives it; for the first 12 levels it is looked up in a
+ *               table of that descent's centers instead of descending (see keys_table_kernel);
  *   2. sort     one stable radix sort of (path, input position): every node's points are
  *               then a contiguous run, in the order of the nodes of each level. Each 8 key bits
  *               cost a pass, so when a sample of the points says that most of them sit in
@@ -76,40 +77,6 @@ unsigned blocks_for(size_t n)
 
 /* ---- 1. keys ---- */
 
-/* The descent carries the halved bounds: qt_mid(lo, hi) adds 0.5f*lo and 0.5f*hi, and a new
- * bound is always the last center, so halving the center once replaces halving both bounds. */
-template <typename K>
-__global__ void keys_kernel(const float *__restrict__ xyz, int dims, size_t n, int depth,
-                            int shift, float r0, float r1, float r2, float r3,
-                            K *__restrict__ keys, uint32_t *__restrict__ idx)
-{
-    const float h0 = __fmul_rn(0.5f, r0), h1 = __fmul_rn(0.5f, r1), h2 = __fmul_rn(0.5f, r2),
-                h3 = __fmul_rn(0.5f, r3);
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        float x = xyz[i * dims], y = xyz[i * dims + 1];
-        float b0 = h0, b1 = h1, b2 = h2, b3 = h3;
-        K key = 0;
-        for (int l = 0; l < depth; l++) {
-            float cx = __fadd_rn(b0, b2), cy = __fadd_rn(b1, b3);
-            unsigned right = x >= cx, low = y < cy;
-            float hx = __fmul_rn(0.5f, cx), hy = __fmul_rn(0.5f, cy);
-            key = (key << 2) | (K)(right + 2u * low);
-            /* grove__qt_child_box */
-            if (right)
-                b0 = hx;
-            else
-                b2 = hx;
-            if (low)
-                b3 = hy;
-            else
-                b1 = hy;
-        }
-        keys[i] = key << shift;
-        idx[i] = (uint32_t)i;
-    }
-}
-
 /* The quadrant path of point (x, y) for `levels` levels below a node of box (lo_x, lo_y, hi_x,
  * hi_y): keys_kernel's descent started from that node, so it gives the same digits as a
  * descent from the root would. */
@@ -137,54 +104,127 @@ __device__ __forceinline__ K deep_path(float x, float y, float lo_x, float lo_y,
     return key;
 }
 
-/* keys_kernel for 2-D points in 16-byte aligned memory: two points per thread from one 16-byte
- * load, their descents interleaved (each level's few operations form a dependent chain, so two
- * chains keep the pipes busier), and 8-byte stores. */
-template <typename K>
-__global__ void keys2_kernel(const float4 *__restrict__ xy, size_t n, int depth, int shift,
-                             float r0, float r1, float r2, float r3, K *__restrict__ keys,
-                             uint32_t *__restrict__ idx)
+/* The keys pass does not descend level by level. A node's split abscissa depends only on the
+ * x-digits above it (and its ordinate only on the y-digits), so the first T levels' split values
+ * of each axis form a complete binary search tree of 2^T - 1 values; listed in order they are
+ * non-decreasing (a center lies within its box), and the number of them <= x is exactly the
+ * x-path of the descent (x >= center goes right). keys_table_kernel lists them once, with the
+ * descent's arithmetic: bound[0] and bound[2^T] are the root's edges and bound[j] the center of
+ * the node at in-order position j, so the level-T node of path g spans bound[g]..bound[g + 1].
+ * Each point then needs one guessed position (the centers are nearly evenly spaced), a check
+ * against two table entries, and a binary search only when the guess was wrong; the levels
+ * below T continue with deep_path from the level-T box. */
+const int kTableLevels = 12;
+const int kTableSize = (1 << kTableLevels) + 1;
+
+__global__ void keys_table_kernel(int levels, float r0, float r1, float r2, float r3,
+                                  float *__restrict__ bound)
 {
-    const float h0 = __fmul_rn(0.5f, r0), h1 = __fmul_rn(0.5f, r1), h2 = __fmul_rn(0.5f, r2),
-                h3 = __fmul_rn(0.5f, r3);
-    const size_t pairs = n / 2;
-    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < pairs;
-         p += (size_t)gridDim.x * blockDim.x) {
-        const float4 v = xy[p];
-        float a0 = h0, a1 = h1, a2 = h2, a3 = h3, b0 = h0, b1 = h1, b2 = h2, b3 = h3;
-        K ka = 0, kb = 0;
-        for (int l = 0; l < depth; l++) {
-            float cxa = __fadd_rn(a0, a2), cya = __fadd_rn(a1, a3);
-            float cxb = __fadd_rn(b0, b2), cyb = __fadd_rn(b1, b3);
-            unsigned ra = v.x >= cxa, la = v.y < cya, rb = v.z >= cxb, lb = v.w < cyb;
-            float hxa = __fmul_rn(0.5f, cxa), hya = __fmul_rn(0.5f, cya);
-            float hxb = __fmul_rn(0.5f, cxb), hyb = __fmul_rn(0.5f, cyb);
-            ka = (ka << 2) | (K)(ra + 2u * la);
-            kb = (kb << 2) | (K)(rb + 2u * lb);
-            a0 = ra ? hxa : a0;
-            a2 = ra ? a2 : hxa;
-            a3 = la ? hya : a3;
-            a1 = la ? a1 : hya;
-            b0 = rb ? hxb : b0;
-            b2 = rb ? b2 : hxb;
-            b3 = lb ? hyb : b3;
-            b1 = lb ? b1 : hyb;
+    const int size = 1 << levels;
+    for (int e = threadIdx.x; e < 2 * (size + 1); e += blockDim.x) {
+        const int axis = e > size, j = e - axis * (size + 1);
+        float lo = axis ? r1 : r0, hi = axis ? r3 : r2, v = j == 0 ? lo : hi;
+        /* descend towards in-order position j; the node at position p has children at p -/+ h */
+        for (int p = size / 2, h = size / 4; j > 0 && j < size; h /= 2) {
+            const float c = qt_mid(lo, hi);
+            if (j == p) {
+                v = c;
+                break;
+            }
+            if (j > p) {
+                lo = c;
+                p += h;
+            } else {
+                hi = c;
+                p -= h;
+            }
         }
-        ka <<= shift;
-        kb <<= shift;
-        if (sizeof(K) == 4)
-            reinterpret_cast<uint2 *>(keys)[p] = make_uint2((uint32_t)ka, (uint32_t)kb);
-        else
-            reinterpret_cast<ulonglong2 *>(keys)[p] =
-                make_ulonglong2((unsigned long long)ka, (unsigned long long)kb);
-        reinterpret_cast<uint2 *>(idx)[p] = make_uint2((uint32_t)(2 * p), (uint32_t)(2 * p + 1));
+        bound[e] = v;
     }
-    /* an odd last point */
-    if (blockIdx.x == 0 && threadIdx.x == 0 && (n & 1)) {
-        const float *f = reinterpret_cast<const float *>(xy);
-        keys[n - 1] = deep_path<K>(f[2 * (n - 1)], f[2 * (n - 1) + 1], r0, r1, r2, r3, depth)
+}
+
+/* Path of v among the 2^levels nodes of level `levels` (see above): the number of centers
+ * bound[1..size-1] that are <= v. */
+__device__ __forceinline__ uint32_t table_path(const float *bound, int size, float scale, float v)
+{
+    float t = fminf(fmaxf((v - bound[0]) * scale, 0.0f), (float)(size - 1));
+    int g = (int)t;
+    if ((g > 0 && v < bound[g]) || (g < size - 1 && v >= bound[g + 1])) {
+        g = 0;
+        for (int h = size / 2; h > 0; h /= 2)
+            if (bound[g + h] <= v) g += h;
+    }
+    return (uint32_t)g;
+}
+
+/* The low 12 bits of v spread to the even bits. */
+__device__ __forceinline__ uint32_t spread12(uint32_t v)
+{
+    v = (v | (v << 8)) & 0x00ff00ffu;
+    v = (v | (v << 4)) & 0x0f0f0f0fu;
+    v = (v | (v << 2)) & 0x33333333u;
+    return (v | (v << 1)) & 0x55555555u;
+}
+
+template <typename K>
+__device__ __forceinline__ K table_key(const float *bx, const float *by, int tl, float sx,
+                                       float sy, int deep, float x, float y)
+{
+    const int size = 1 << tl;
+    const uint32_t gx = table_path(bx, size, sx, x), gy = table_path(by, size, sy, y);
+    /* the high bit of a digit is y < center: the complement of the y-path */
+    K key = (K)(spread12(gx) | (spread12(~gy & (uint32_t)(size - 1)) << 1));
+    if (deep > 0)
+        key = (key << (2 * deep)) |
+              deep_path<K>(x, y, bx[gx], by[gy], bx[gx + 1], by[gy + 1], deep);
+    return key;
+}
+
+/* keys[i] = the first `levels` digits of point i's path, shifted left by `shift`; idx[i] = i.
+ * A grid of at most a few blocks per SM, each staging the tables in shared memory once. kPairs:
+ * 2-D points in 16-byte aligned memory, two points per thread from one 16-byte load. */
+template <typename K, bool kPairs>
+__global__ void __launch_bounds__(kBlock)
+    keys_kernel(const float *__restrict__ xyz, int dims, size_t n, int levels, int shift,
+                const float *__restrict__ bound, K *__restrict__ keys, uint32_t *__restrict__ idx)
+{
+    __shared__ float bx[kTableSize], by[kTableSize];
+    const int tl = levels < kTableLevels ? levels : kTableLevels, size = 1 << tl;
+    const int deep = levels - tl;
+    for (int e = threadIdx.x; e <= size; e += blockDim.x) {
+        bx[e] = bound[e];
+        by[e] = bound[size + 1 + e];
+    }
+    __syncthreads();
+    /* any finite positive scale gives a usable guess; a degenerate one only costs searches */
+    const float sx = (float)size / (bx[size] - bx[0]), sy = (float)size / (by[size] - by[0]);
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    if (kPairs) {
+        const float4 *xy = reinterpret_cast<const float4 *>(xyz);
+        for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < n / 2; p += stride) {
+            const float4 v = xy[p];
+            const K ka = table_key<K>(bx, by, tl, sx, sy, deep, v.x, v.y) << shift;
+            const K kb = table_key<K>(bx, by, tl, sx, sy, deep, v.z, v.w) << shift;
+            if (sizeof(K) == 4)
+                reinterpret_cast<uint2 *>(keys)[p] = make_uint2((uint32_t)ka, (uint32_t)kb);
+            else
+                reinterpret_cast<ulonglong2 *>(keys)[p] =
+                    make_ulonglong2((unsigned long long)ka, (unsigned long long)kb);
+            reinterpret_cast<uint2 *>(idx)[p] =
+                make_uint2((uint32_t)(2 * p), (uint32_t)(2 * p + 1));
+        }
+        if (blockIdx.x == 0 && threadIdx.x == 0 && (n & 1)) {
+            keys[n - 1] =
+                table_key<K>(bx, by, tl, sx, sy, deep, xyz[2 * (n - 1)], xyz[2 * (n - 1) + 1])
+                << shift;
+            idx[n - 1] = (uint32_t)(n - 1);
+        }
+    } else {
+        for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += stride) {
+            keys[i] = table_key<K>(bx, by, tl, sx, sy, deep, xyz[i * dims], xyz[i * dims + 1])
                       << shift;
-        idx[n - 1] = (uint32_t)(n - 1);
+            idx[i] = (uint32_t)i;
+        }
     }
 }
 
@@ -986,14 +1026,40 @@ grove_status build_morton(grove_ctx *ctx, const float *d_xyz, int dims, const fl
         if (sizeof(K) == 4 && depth > 0)
             GROVE_TRY_END(st, choose_sorted(ctx, buf, &temp, &temp_cap, d_xyz, dims, n, root,
                                             depth, o->min_points, &sorted));
-        if (dims == 2 && ((uintptr_t)d_xyz & 15u) == 0)
-            keys2_kernel<K><<<blocks_for(n / 2 + 1), kBlock, 0, s>>>(
-                (const float4 *)d_xyz, n, sorted, 2 * (depth - sorted), root[0], root[1], root[2],
-                root[3], keys_a, idx_a);
-        else
-            keys_kernel<K><<<blocks_for(n), kBlock, 0, s>>>(d_xyz, dims, n, sorted,
-                                                            2 * (depth - sorted), root[0], root[1],
-                                                            root[2], root[3], keys_a, idx_a);
+        {
+            /* a grid that fills the GPU once: each block loads the tables */
+            const bool pairs = dims == 2 && ((uintptr_t)d_xyz & 15u) == 0;
+            const int tl = sorted < kTableLevels ? sorted : kTableLevels;
+            int sms = 0, per_sm = 0;
+            unsigned grid;
+            float *bound = NULL;
+            QT_CUDA_END(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx->device),
+                        "reading the GPU's SM count");
+            if (pairs)
+                QT_CUDA_END(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                                &per_sm, keys_kernel<K, true>, kBlock, 0),
+                            "sizing the quadtree keys kernel");
+            else
+                QT_CUDA_END(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                                &per_sm, keys_kernel<K, false>, kBlock, 0),
+                            "sizing the quadtree keys kernel");
+            grid = blocks_for(pairs ? n / 2 + 1 : n);
+            if (grid > (unsigned)(sms * per_sm) && sms * per_sm > 0)
+                grid = (unsigned)(sms * per_sm);
+            GROVE_TRY_END(st, buf.alloc((void **)&bound, 2 * kTableSize * sizeof(float),
+                                        "the quadtree center tables"));
+            keys_table_kernel<<<1, 1024, 0, s>>>(tl, root[0], root[1], root[2], root[3], bound);
+            QT_LAUNCHED_END("quadtree center table kernel");
+            if (pairs)
+                keys_kernel<K, true><<<grid, kBlock, 0, s>>>(d_xyz, dims, n, sorted,
+                                                             2 * (depth - sorted), bound, keys_a,
+                                                             idx_a);
+            else
+                keys_kernel<K, false><<<grid, kBlock, 0, s>>>(d_xyz, dims, n, sorted,
+                                                              2 * (depth - sorted), bound, keys_a,
+                                                              idx_a);
+            buf.release(bound);
+        }
         QT_LAUNCHED_END("quadtree keys kernel");
         /* end_bit must not be 0 (that means every bit); with depth 0 there is nothing to sort */
         if (depth > 0 && n > 1) {
