@@ -1,5 +1,6 @@
 /*
- * quadtree_cuda.cu - the CUDA morton build of the quadtree and the device-side point check.
+ * quadtree_cuda.cu - the CUDA morton build of the quadtree (its steps 2a and 2b are in
+ * quadtree_sorted_cuda.cu, the check of the input points in quadtree_check_cuda.cu).
  *
  * The morton build gives the tree of the recursive build without recursion (quadtree_cpu.c has
  * the same method on the host, and quadtree.h the definition of the tree):
@@ -32,77 +33,21 @@
  *               the end;
  *   5. gather   the points are copied into tree order.
  */
-#include <cuda_runtime.h>
-
 #include <math.h>
-#include <stdint.h>
 #include <stdlib.h>
 
 #include <cub/device/device_segmented_sort.cuh>
 #include <thrust/iterator/transform_iterator.h>
 
-#include "core_cuda.h"
 #include "../prim/prim_cuda.h"
-#include "quadtree_cuda.h"
+#include "quadtree_morton_cuda.cuh"
 
-/* GROVE_CUDA_TRY for functions that clean up at `_end:` with the status in `st`. */
-#define QT_CUDA_END(call, what)                                                                    \
-    do {                                                                                           \
-        cudaError_t qt_e_ = (call);                                                                \
-        if (qt_e_ != cudaSuccess) {                                                                \
-            st = grove__cuda_status(ctx, (int)qt_e_, (what));                                      \
-            goto _end;                                                                             \
-        }                                                                                          \
-    } while (0)
-#define QT_LAUNCHED_END(what) QT_CUDA_END(cudaGetLastError(), what)
-
+namespace grove_qt
+{
 namespace
 {
 
-typedef grove_quadtree_node Node;
-
-const int kBlock = 256;
-
-/* grove__qt_mid without contraction: both halvings and the sum round separately. */
-__device__ __forceinline__ float qt_mid(float lo, float hi)
-{
-    return __fadd_rn(__fmul_rn(0.5f, lo), __fmul_rn(0.5f, hi));
-}
-
-unsigned blocks_for(size_t n)
-{
-    size_t b = (n + kBlock - 1) / kBlock;
-    return (unsigned)(b < 1 ? 1 : (b > 65535u * 16u ? 65535u * 16u : b));
-}
-
 /* ---- 1. keys ---- */
-
-/* The quadrant path of point (x, y) for `levels` levels below a node of box (lo_x, lo_y, hi_x,
- * hi_y): keys_kernel's descent started from that node, so it gives the same digits as a
- * descent from the root would. */
-template <typename K = uint32_t>
-__device__ __forceinline__ K deep_path(float x, float y, float lo_x, float lo_y, float hi_x,
-                                       float hi_y, int levels)
-{
-    float b0 = __fmul_rn(0.5f, lo_x), b1 = __fmul_rn(0.5f, lo_y), b2 = __fmul_rn(0.5f, hi_x),
-          b3 = __fmul_rn(0.5f, hi_y);
-    K key = 0;
-    for (int l = 0; l < levels; l++) {
-        float cx = __fadd_rn(b0, b2), cy = __fadd_rn(b1, b3);
-        unsigned right = x >= cx, low = y < cy;
-        float hx = __fmul_rn(0.5f, cx), hy = __fmul_rn(0.5f, cy);
-        key = (key << 2) | (right + 2u * low);
-        if (right)
-            b0 = hx;
-        else
-            b2 = hx;
-        if (low)
-            b3 = hy;
-        else
-            b1 = hy;
-    }
-    return key;
-}
 
 /* The keys pass does not descend level by level. A node's split abscissa depends only on the
  * x-digits above it (and its ordinate only on the y-digits), so the first T levels' split values
@@ -232,8 +177,6 @@ __global__ void __launch_bounds__(kBlock)
 
 /* Largest leaf whose input positions mark_kernel re-sorts itself (step 4). */
 const uint32_t kSmallLeaf = 32;
-/* Longest run below the sorted level that deep_kernel sorts in shared memory (step 2b). */
-const uint32_t kDeepSmall = 256;
 
 /* The per-level kernels give each block kLevelBlock consecutive nodes of the level. Their
  * points are one contiguous run of the sorted order (a level's nodes are in key order), which
@@ -311,13 +254,34 @@ __global__ void __launch_bounds__(kLevelBlock)
  * Leaves to sort are sorted by their thread: a level this small has few. */
 const int kSmallLevel = 1024;
 
+/* The inclusive count of `split` over the threads of a kSmallLevel block up to this one; after
+ * it, warp_sum[kSmallLevel / 32 - 1] holds the block's total. */
+__device__ __forceinline__ uint32_t block_rank(bool split, uint32_t *warp_sum)
+{
+    const uint32_t lane = threadIdx.x & 31u, w = threadIdx.x >> 5;
+    /* (2u << 31) - 1 wraps to all ones: lane 31 counts its whole warp */
+    uint32_t incl = __popc(__ballot_sync(~0u, split) & ((2u << lane) - 1u));
+    if (lane == 31) warp_sum[w] = incl;
+    __syncthreads();
+    if (w == 0) {
+        uint32_t t = warp_sum[lane];
+        for (int d = 1; d < 32; d *= 2) {
+            uint32_t u = __shfl_up_sync(~0u, t, d);
+            if (lane >= (uint32_t)d) t += u;
+        }
+        warp_sum[lane] = t;
+    }
+    __syncthreads();
+    return w > 0 ? incl + warp_sum[w - 1] : incl;
+}
+
 __global__ void __launch_bounds__(kSmallLevel)
     mark_scan_small_kernel(const Node *__restrict__ lvl, uint32_t m, int max_depth, int min_points,
                            int sorted_level, uint32_t *__restrict__ flags,
                            uint32_t *__restrict__ rank, uint32_t *__restrict__ idx)
 {
     __shared__ uint32_t warp_sum[kSmallLevel / 32];
-    uint32_t i = threadIdx.x, lane = i & 31u, w = i >> 5, incl;
+    uint32_t i = threadIdx.x, incl;
     bool split = false;
     if (i < m) {
         Node nd = lvl[i];
@@ -332,20 +296,7 @@ __global__ void __launch_bounds__(kSmallLevel)
             for (uint32_t j = 0; j < size; j++) idx[nd.begin + j] = v[j];
         }
     }
-    /* (2u << 31) - 1 wraps to all ones: lane 31 counts its whole warp */
-    incl = __popc(__ballot_sync(~0u, split) & ((2u << lane) - 1u));
-    if (lane == 31) warp_sum[w] = incl;
-    __syncthreads();
-    if (w == 0) {
-        uint32_t t = warp_sum[lane];
-        for (int d = 1; d < 32; d *= 2) {
-            uint32_t u = __shfl_up_sync(~0u, t, d);
-            if (lane >= (uint32_t)d) t += u;
-        }
-        warp_sum[lane] = t;
-    }
-    __syncthreads();
-    if (w > 0) incl += warp_sum[w - 1];
+    incl = block_rank(split, warp_sum);
     if (i < m) rank[i] = incl;
 }
 
@@ -478,19 +429,7 @@ __global__ void __launch_bounds__(kSmallLevel)
                 for (uint32_t j = 0; j < size; j++) idx[nd.begin + j] = v[j];
             }
         }
-        incl = __popc(__ballot_sync(~0u, split) & ((2u << lane) - 1u));
-        if (lane == 31) warp_sum[w] = incl;
-        __syncthreads();
-        if (w == 0) {
-            uint32_t t = warp_sum[lane];
-            for (int d = 1; d < 32; d *= 2) {
-                uint32_t u = __shfl_up_sync(~0u, t, d);
-                if (lane >= (uint32_t)d) t += u;
-            }
-            warp_sum[lane] = t;
-        }
-        __syncthreads();
-        if (w > 0) incl += warp_sum[w - 1];
+        incl = block_rank(split, warp_sum);
         nsplit = warp_sum[kSmallLevel / 32 - 1];
         __syncthreads(); /* everyone has read warp_sum before the next level writes it */
         if (nsplit == 0 || (size_t)le + 4 * (size_t)nsplit > node_cap) break;
@@ -616,143 +555,6 @@ struct FixEnd {
     }
 };
 
-/* ---- 2b. the runs below the sorted level ----
- * When the sort covered only the first `sorted_level` levels (see sorted_levels()), the points
- * of a node of that level are in input order and carry no deeper digits. The nodes of that
- * level that split get them here, and their runs sorted by (deeper digits, input position):
- * a warp per node; runs of at most kDeepSmall points in shared memory (their composite keys are
- * distinct, so a rank is a position), longer ones listed for a segmented sort. */
-const int kDeepWarps = 8;
-
-/* The split nodes of a level, by rank: list[rank - 1] = level position. */
-__global__ void collect_split_kernel(uint32_t m, const uint32_t *__restrict__ flags,
-                                     const uint32_t *__restrict__ rank, uint32_t *__restrict__ list)
-{
-    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < m; i += gridDim.x * blockDim.x)
-        if (flags[i]) list[rank[i] - 1] = i;
-}
-
-__global__ void __launch_bounds__(kDeepWarps * 32)
-    deep_kernel(const Node *__restrict__ lvl, const uint32_t *__restrict__ list, uint32_t count,
-                const float *__restrict__ xyz, int dims, int levels, uint32_t *__restrict__ keys,
-                uint32_t *__restrict__ idx, uint32_t *__restrict__ big, uint32_t *__restrict__ nbig)
-{
-    __shared__ unsigned long long comp[kDeepWarps][kDeepSmall];
-    const uint32_t lane = threadIdx.x & 31u, w = threadIdx.x >> 5;
-    for (uint32_t s = blockIdx.x * kDeepWarps + w; s < count; s += gridDim.x * kDeepWarps) {
-        const Node nd = lvl[list[s]];
-        const uint32_t size = nd.end - nd.begin;
-        const uint32_t top = keys[nd.begin]; /* the same for the whole run */
-        const bool small = size <= kDeepSmall;
-        for (uint32_t j = lane; j < size; j += 32) {
-            uint32_t a = idx[nd.begin + j];
-            uint32_t d = deep_path(xyz[(size_t)a * dims], xyz[(size_t)a * dims + 1], nd.xmin,
-                                   nd.ymin, nd.xmax, nd.ymax, levels);
-            if (small)
-                comp[w][j] = ((unsigned long long)d << 32) | a;
-            else
-                keys[nd.begin + j] = top | d;
-        }
-        if (!small) {
-            if (lane == 0) big[atomicAdd(nbig, 1u)] = list[s];
-            continue;
-        }
-        __syncwarp();
-        for (uint32_t j = lane; j < size; j += 32) {
-            unsigned long long c = comp[w][j];
-            uint32_t r = 0;
-            for (uint32_t q = 0; q < size; q++) r += comp[w][q] < c;
-            keys[nd.begin + r] = top | (uint32_t)(c >> 32);
-            idx[nd.begin + r] = (uint32_t)c;
-        }
-        __syncwarp();
-    }
-}
-
-struct SegBegin {
-    const Node *lvl;
-    __host__ __device__ uint32_t operator()(uint32_t i) const { return lvl[i].begin; }
-};
-struct SegEnd {
-    const Node *lvl;
-    __host__ __device__ uint32_t operator()(uint32_t i) const { return lvl[i].end; }
-};
-
-/* Copies the listed runs of the segmented sort's output back: a block per run. */
-__global__ void copy_runs_kernel(const Node *__restrict__ lvl, const uint32_t *__restrict__ list,
-                                 const uint32_t *__restrict__ src_k, const uint32_t *__restrict__ src_i,
-                                 uint32_t *__restrict__ keys, uint32_t *__restrict__ idx)
-{
-    const Node nd = lvl[list[blockIdx.x]];
-    for (uint32_t j = nd.begin + threadIdx.x; j < nd.end; j += blockDim.x) {
-        keys[j] = src_k[j];
-        idx[j] = src_i[j];
-    }
-}
-
-/* ---- 2a. how many levels to sort: a sample ----
- * kSample input points at even strides, their paths down to the candidate level, sorted; then
- * the number of pairs of sample points that share a cell of that level. From it, the mean size
- * of a point's cell (each point counted in its own cell: the points that would need the deeper
- * digits weigh in by their number) is about 1 + (n - 1) * pairs / (kSample choose 2). */
-const uint32_t kSample = 65536;
-
-__global__ void sample_kernel(const float *__restrict__ xyz, int dims, size_t n, uint32_t count,
-                              int levels, float r0, float r1, float r2, float r3,
-                              uint32_t *__restrict__ out)
-{
-    uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= count) return;
-    size_t i = (size_t)((unsigned long long)j * n / count);
-    out[j] = deep_path(xyz[i * dims], xyz[i * dims + 1], r0, r1, r2, r3, levels);
-}
-
-/* pairs += for each j, the number of earlier equal keys of the sorted v[0, count). */
-__global__ void __launch_bounds__(kBlock)
-    pairs_kernel(const uint32_t *__restrict__ v, uint32_t count, unsigned long long *pairs)
-{
-    __shared__ unsigned long long part[kBlock / 32];
-    uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
-    unsigned long long c = 0;
-    if (j < count) {
-        uint32_t lo = 0, hi = j, key = v[j];
-        while (lo < hi) { /* first position of key */
-            uint32_t mid = lo + (hi - lo) / 2;
-            if (v[mid] < key)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        c = j - lo;
-    }
-    for (int o = 16; o > 0; o /= 2) c += __shfl_down_sync(0xffffffffu, c, o);
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x / 32] = c;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        for (int w = 1; w < kBlock / 32; w++) c += part[w];
-        atomicAdd(pairs, c);
-    }
-}
-
-/* How many levels the radix sort covers. Every pass of the sort takes 8 key bits (4 levels) and
- * costs as much as any other, so a pass is saved when the levels below the first multiple of 4
- * where a uniform input would have at most min_points / 2 points per node hold few points: most
- * nodes of that level are then leaves, whose points a stable sort by the levels above leaves in
- * input order. The few that split are sorted by their deeper digits afterwards (deep_kernel).
- * 32-bit keys only; the result is the same tree whatever this returns. */
-int sorted_levels(size_t n, int depth, int min_points)
-{
-    int l = 0;
-    double per = (double)n, half = 0.5 * (double)(min_points > 0 ? min_points : 1);
-    while (per > half && l < depth) {
-        per *= 0.25;
-        l++;
-    }
-    l = (l + 3) / 4 * 4;
-    if (l < 4) l = 4;
-    return l < depth ? l : depth;
-}
-
 /* ---- 5. gather ---- */
 
 template <int DIMS>
@@ -768,219 +570,6 @@ __global__ void gather_kernel(const float *__restrict__ xyz, size_t n,
             out[i] = make_float2(xyz[a * (DIMS < 0 ? -DIMS : DIMS)],
                                  xyz[a * (DIMS < 0 ? -DIMS : DIMS) + 1]);
     }
-}
-
-/* ---- point check ---- */
-
-/* One pass over the points: the smallest index of a bad point (a non-finite x or y, or one
- * outside the given box) and the bounding box of the points, per block; the host combines the
- * kCheckBlocks partial results. Min and max do not depend on the order they are taken in, but
- * for the sign of zero, which the host normalises. */
-const int kCheckBlocks = 1024;
-
-struct CheckPart {
-    unsigned long long bad;
-    float lo_x, lo_y, hi_x, hi_y;
-};
-
-__global__ void __launch_bounds__(kBlock)
-    check_kernel(const float *__restrict__ xyz, int dims, size_t n, int use_box, float b0, float b1,
-                 float b2, float b3, CheckPart *__restrict__ parts)
-{
-    __shared__ CheckPart sh[kBlock / 32];
-    CheckPart c = {~0ull, INFINITY, INFINITY, -INFINITY, -INFINITY};
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        float x = xyz[i * dims], y = xyz[i * dims + 1];
-        bool ok = isfinite(x) && isfinite(y);
-        if (ok && use_box) ok = !(x < b0 || x > b2 || y < b1 || y > b3);
-        if (!ok) {
-            if (c.bad == ~0ull) c.bad = i; /* the thread's indices grow */
-        } else {
-            c.lo_x = fminf(c.lo_x, x);
-            c.lo_y = fminf(c.lo_y, y);
-            c.hi_x = fmaxf(c.hi_x, x);
-            c.hi_y = fmaxf(c.hi_y, y);
-        }
-    }
-    for (int o = 16; o > 0; o /= 2) {
-        c.bad = min(c.bad, __shfl_down_sync(0xffffffffu, c.bad, o));
-        c.lo_x = fminf(c.lo_x, __shfl_down_sync(0xffffffffu, c.lo_x, o));
-        c.lo_y = fminf(c.lo_y, __shfl_down_sync(0xffffffffu, c.lo_y, o));
-        c.hi_x = fmaxf(c.hi_x, __shfl_down_sync(0xffffffffu, c.hi_x, o));
-        c.hi_y = fmaxf(c.hi_y, __shfl_down_sync(0xffffffffu, c.hi_y, o));
-    }
-    if ((threadIdx.x & 31) == 0) sh[threadIdx.x / 32] = c;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        for (int w = 1; w < kBlock / 32; w++) {
-            c.bad = min(c.bad, sh[w].bad);
-            c.lo_x = fminf(c.lo_x, sh[w].lo_x);
-            c.lo_y = fminf(c.lo_y, sh[w].lo_y);
-            c.hi_x = fmaxf(c.hi_x, sh[w].hi_x);
-            c.hi_y = fmaxf(c.hi_y, sh[w].hi_y);
-        }
-        parts[blockIdx.x] = c;
-    }
-}
-
-/* Device buffers of one build, freed together. */
-struct Buffers {
-    grove_ctx *ctx;
-    void *stream;
-    void *p[16];
-    size_t bytes[16];
-    int count;
-
-    grove_status alloc(void **out, size_t b, const char *what)
-    {
-        grove_status st;
-        if (count == 16)
-            return grove__error(ctx, GROVE_ERR_INTERNAL, "quadtree: too many device buffers");
-        st = grove__cuda_alloc(ctx, out, b, stream, what);
-        if (st == GROVE_OK && *out) {
-            p[count] = *out;
-            bytes[count++] = b;
-        }
-        return st;
-    }
-    /* Frees one buffer early (and forgets it). */
-    void release(void *q)
-    {
-        for (int i = 0; i < count; i++)
-            if (p[i] == q) {
-                grove__cuda_free(ctx, p[i], bytes[i], stream);
-                p[i] = p[count - 1];
-                bytes[i] = bytes[count - 1];
-                count--;
-                return;
-            }
-    }
-    /* Stops tracking a buffer the tree now owns. */
-    void keep(void *q)
-    {
-        for (int i = 0; i < count; i++)
-            if (p[i] == q) {
-                p[i] = p[count - 1];
-                bytes[i] = bytes[count - 1];
-                count--;
-                return;
-            }
-    }
-    void free_all()
-    {
-        while (count > 0) {
-            count--;
-            grove__cuda_free(ctx, p[count], bytes[count], stream);
-        }
-    }
-};
-
-/* Grows the scratch buffer *t (of *cap bytes) to at least `need` bytes. */
-grove_status ensure(Buffers &buf, void **t, size_t *cap, size_t need, const char *what)
-{
-    if (need <= *cap) return GROVE_OK;
-    buf.release(*t);
-    *t = NULL;
-    *cap = 0;
-    GROVE_TRY(buf.alloc(t, need, what));
-    *cap = need;
-    return GROVE_OK;
-}
-
-/* Test hook (grove__qt_morton_tune): levels to sort whatever the sample says; 0: automatic. */
-int g_sorted_override = 0;
-
-/* The levels to sort for n > kSample points (see sorted_levels): the uniform guess, kept when
- * the sample says the points' cells at that level hold at most 2 * min_points points on
- * average, else every level. */
-grove_status choose_sorted(grove_ctx *ctx, Buffers &buf, void **temp, size_t *temp_cap,
-                           const float *xyz, int dims, size_t n, const float root[4], int depth,
-                           int min_points, int *sorted)
-{
-    cudaStream_t s = (cudaStream_t)ctx->stream;
-    grove_status st = GROVE_OK;
-    uint32_t *v = NULL;
-    unsigned long long *pairs = NULL, pairs_h = 0;
-    size_t need = 0;
-    int guess = sorted_levels(n, depth, min_points);
-    double mean;
-    *sorted = depth;
-    if (g_sorted_override > 0) {
-        *sorted = g_sorted_override < depth ? g_sorted_override : depth;
-        return GROVE_OK;
-    }
-    if (guess >= depth || n <= kSample) return GROVE_OK;
-    GROVE_TRY_END(st, buf.alloc((void **)&v, 2 * (size_t)kSample * 4 + 8, "the quadtree sample"));
-    pairs = (unsigned long long *)(v + 2 * kSample);
-    QT_CUDA_END(cudaMemsetAsync(pairs, 0, 8, s), "clearing the quadtree sample count");
-    sample_kernel<<<kSample / kBlock, kBlock, 0, s>>>(xyz, dims, n, kSample, guess, root[0],
-                                                      root[1], root[2], root[3], v);
-    QT_LAUNCHED_END("quadtree sample kernel");
-    GROVE_TRY_END(st, grove__cuda_sort(ctx, NULL, &need, GROVE_U32, v, v + kSample, 0, NULL, NULL,
-                                       kSample, 0, 2 * guess, s));
-    GROVE_TRY_END(st, ensure(buf, temp, temp_cap, need, "sample sort temporary storage"));
-    GROVE_TRY_END(st, grove__cuda_sort(ctx, *temp, &need, GROVE_U32, v, v + kSample, 0, NULL, NULL,
-                                       kSample, 0, 2 * guess, s));
-    pairs_kernel<<<kSample / kBlock, kBlock, 0, s>>>(v + kSample, kSample, pairs);
-    QT_LAUNCHED_END("quadtree sample pairs kernel");
-    GROVE_TRY_END(st, grove__cuda_fetch(ctx, &pairs_h, pairs, 8, s, "sampling the quadtree points"));
-    mean = 1.0 + (double)(n - 1) * (double)pairs_h / (0.5 * kSample * (kSample - 1.0));
-    if (mean <= 2.0 * min_points) *sorted = guess;
-_end:
-    buf.release(v);
-    return st;
-}
-
-/* Step 2b for the `count` split nodes of the sorted level (lvl[0, m)): their runs in keys and
- * idx get their deeper digits and are sorted by them; keys_t and idx_t (n elements each, free
- * at this point) are the segmented sort's output before its runs are copied back. known_nbig:
- * the number of those runs longer than kDeepSmall when the caller has it, else -1. */
-grove_status deep_sort(grove_ctx *ctx, Buffers &buf, void **temp, size_t *temp_cap,
-                       const Node *lvl, uint32_t m, uint32_t count, const uint32_t *flags,
-                       const uint32_t *rank, const float *xyz, int dims, int levels,
-                       uint32_t *keys, uint32_t *idx, uint32_t *keys_t, uint32_t *idx_t,
-                       size_t n, int64_t known_nbig)
-{
-    cudaStream_t s = (cudaStream_t)ctx->stream;
-    grove_status st = GROVE_OK;
-    uint32_t *list = NULL, *big = NULL, *nbig = NULL, nbig_h = 0;
-    size_t need = 0;
-    unsigned blocks = (count + kDeepWarps - 1) / kDeepWarps;
-    if (blocks > 65535u * 16u) blocks = 65535u * 16u;
-    GROVE_TRY_END(st, buf.alloc((void **)&list, (size_t)count * 4, "the quadtree deep runs"));
-    GROVE_TRY_END(st, buf.alloc((void **)&big, (size_t)count * 4 + 4, "the quadtree deep runs"));
-    nbig = big + count;
-    QT_CUDA_END(cudaMemsetAsync(nbig, 0, 4, s), "clearing the quadtree deep run count");
-    collect_split_kernel<<<blocks_for(m), kBlock, 0, s>>>(m, flags, rank, list);
-    QT_LAUNCHED_END("quadtree collect kernel");
-    deep_kernel<<<blocks, kDeepWarps * 32, 0, s>>>(lvl, list, count, xyz, dims, levels, keys, idx,
-                                                   big, nbig);
-    QT_LAUNCHED_END("quadtree deep kernel");
-    if (known_nbig >= 0)
-        nbig_h = (uint32_t)known_nbig;
-    else
-        GROVE_TRY_END(st, grove__cuda_fetch(ctx, &nbig_h, nbig, 4, s,
-                                            "sorting the quadtree's deep runs"));
-    if (nbig_h > 0) {
-        thrust::transform_iterator<SegBegin, const uint32_t *> sb(big, SegBegin{lvl});
-        thrust::transform_iterator<SegEnd, const uint32_t *> se(big, SegEnd{lvl});
-        QT_CUDA_END(cub::DeviceSegmentedSort::StableSortPairs(NULL, need, keys, keys_t, idx, idx_t,
-                                                              (int64_t)n, (int64_t)nbig_h, sb, se,
-                                                              s),
-                    "quadtree deep run sort (sizing)");
-        GROVE_TRY_END(st, ensure(buf, temp, temp_cap, need, "deep run sort temporary storage"));
-        QT_CUDA_END(cub::DeviceSegmentedSort::StableSortPairs(*temp, need, keys, keys_t, idx, idx_t,
-                                                              (int64_t)n, (int64_t)nbig_h, sb, se,
-                                                              s),
-                    "quadtree deep run sort");
-        copy_runs_kernel<<<nbig_h, kBlock, 0, s>>>(lvl, big, keys_t, idx_t, keys, idx);
-        QT_LAUNCHED_END("quadtree run copy kernel");
-    }
-_end:
-    buf.release(list);
-    buf.release(big);
-    return st;
 }
 
 template <typename K>
@@ -1270,60 +859,12 @@ _end:
 }
 
 } /* namespace */
-
-extern "C" void grove__qt_morton_tune(int sorted_levels)
-{
-    g_sorted_override = sorted_levels > 0 ? sorted_levels : 0;
-}
+} /* namespace grove_qt */
 
 extern "C" grove_status grove__qt_build_morton_cuda(grove_ctx *ctx, const float *d_xyz, int dims,
                                                     const float root[4], grove_quadtree *t)
 {
-    if (t->opts.max_depth <= 16) return build_morton<uint32_t>(ctx, d_xyz, dims, root, t);
-    return build_morton<uint64_t>(ctx, d_xyz, dims, root, t);
+    if (t->opts.max_depth <= 16) return grove_qt::build_morton<uint32_t>(ctx, d_xyz, dims, root, t);
+    return grove_qt::build_morton<uint64_t>(ctx, d_xyz, dims, root, t);
 }
 
-extern "C" grove_status grove__qt_check_points_cuda(grove_ctx *ctx, const float *d_xyz, size_t n,
-                                                    int dims, const float *box, float root[4],
-                                                    size_t *bad, float bad_xy[2])
-{
-    cudaStream_t s = (cudaStream_t)ctx->stream;
-    grove_status st = GROVE_OK;
-    Buffers buf = {ctx, ctx->stream, {0}, {0}, 0};
-    CheckPart *d_parts = NULL, *h_parts = NULL,
-              c = {~0ull, INFINITY, INFINITY, -INFINITY, -INFINITY};
-    unsigned blocks = blocks_for(n) < (unsigned)kCheckBlocks ? blocks_for(n) : kCheckBlocks;
-
-    *bad = SIZE_MAX;
-    h_parts = (CheckPart *)malloc(blocks * sizeof *h_parts);
-    if (!h_parts) return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "quadtree: out of memory");
-    GROVE_TRY_END(st, buf.alloc((void **)&d_parts, blocks * sizeof *d_parts, "the point check"));
-    check_kernel<<<blocks, kBlock, 0, s>>>(d_xyz, dims, n, box != NULL, box ? box[0] : 0.0f,
-                                           box ? box[1] : 0.0f, box ? box[2] : 0.0f,
-                                           box ? box[3] : 0.0f, d_parts);
-    QT_LAUNCHED_END("quadtree point check kernel");
-    GROVE_TRY_END(st, grove__cuda_fetch(ctx, h_parts, d_parts, blocks * sizeof *h_parts, s,
-                                        "checking the quadtree points"));
-    for (unsigned b = 0; b < blocks; b++) {
-        c.bad = h_parts[b].bad < c.bad ? h_parts[b].bad : c.bad;
-        c.lo_x = fminf(c.lo_x, h_parts[b].lo_x);
-        c.lo_y = fminf(c.lo_y, h_parts[b].lo_y);
-        c.hi_x = fmaxf(c.hi_x, h_parts[b].hi_x);
-        c.hi_y = fmaxf(c.hi_y, h_parts[b].hi_y);
-    }
-    if (c.bad != ~0ull) {
-        *bad = (size_t)c.bad;
-        GROVE_TRY_END(st, grove__cuda_d2h(ctx, bad_xy, d_xyz + c.bad * dims, 2 * sizeof(float), s));
-        GROVE_TRY_END(st, grove__cuda_sync(ctx, s, "checking the quadtree points"));
-    } else if (!box) {
-        /* + 0.0f: as on the host, -0 becomes +0 whichever zero the reduction kept */
-        root[0] = c.lo_x + 0.0f;
-        root[1] = c.lo_y + 0.0f;
-        root[2] = c.hi_x + 0.0f;
-        root[3] = c.hi_y + 0.0f;
-    }
-_end:
-    buf.free_all();
-    free(h_parts);
-    return st;
-}
