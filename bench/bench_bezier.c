@@ -12,6 +12,8 @@
  *                          scan, offsets) without vertices, which cdp runs before its parent
  *                          grids (n = curves; bytes: the curves read, the offsets written);
  *   flat_<size>            grove_bezier_tessellate_device with the flat variant;
+ *   flat_k8_<size>         the same with the tile writer in chunks of 8 vertices a thread
+ *                          instead of 16 (bezier_cuda.h's test hook);
  *   cdp_<size>_launches=N  the same with the cdp variant; N = the child grids launched.
  * Variant rows: n = vertices written, so items/s = vertices/s; GB/s counts the bytes that must move: the
  * curves read once (33 bytes each), the offsets written once (8 bytes each) and the vertices

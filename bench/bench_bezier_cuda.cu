@@ -15,8 +15,8 @@
 #include "core_cuda.h"
 #include "grove/bezier.h"
 
-/* bezier_cuda.h's hook: the tile writer by single vertices instead of pairs */
-extern "C" void grove__bz_flat_tune(int single);
+/* bezier_cuda.h's hook: the tile writer in chunks of 8 vertices a thread instead of 16 */
+extern "C" void grove__bz_flat_tune(int k8);
 
 namespace
 {
@@ -142,7 +142,7 @@ extern "C" grove_status grove__bench_bezier_cuda(grove_ctx *ctx, const grove_cur
             total == tv && !memcmp(h_off, ref->offsets, (n + 1) * sizeof(uint64_t)));
     }
 
-    /* v: 0 flat (vertex pairs, the default), 1 flat by single vertices (the hook), 2 cdp */
+    /* v: 0 flat (the default), 1 flat with chunks of 8 vertices a thread (the hook), 2 cdp */
     for (int v = 0; v < 3 && *nrows < max_rows; v++) {
         grove_bezier_opts o;
         grove_bezier_stats bs;
@@ -167,7 +167,7 @@ extern "C" grove_status grove__bench_bezier_cuda(grove_ctx *ctx, const grove_cur
             grove__error(ctx, GROVE_ERR_INTERNAL,
                          "bench bezier: %s %s differs from the CPU backend", size_name,
                          v == 2 ? "cdp" : "flat");
-        if (ms > 200.0) { /* slow calls (cdp at 10^7): the check run was the warm-up */
+        if (ms > 200.0) { /* slow calls: the check run was the warm-up */
             w = 0;
             r = repeats < 3 ? repeats : 3;
         }
@@ -177,7 +177,7 @@ extern "C" grove_status grove__bench_bezier_cuda(grove_ctx *ctx, const grove_cur
             snprintf(op, sizeof op, "cdp_%s_launches=%llu", size_name,
                      (unsigned long long)bs.child_launches);
         else
-            snprintf(op, sizeof op, v ? "flat_single_%s" : "flat_%s", size_name);
+            snprintf(op, sizeof op, v ? "flat_k8_%s" : "flat_%s", size_name);
         grove__bench_add_row(rows, max_rows, nrows, op, "grove", (size_t)tv, ms, bytes, copy_gbps,
                              0.0, checked);
     }

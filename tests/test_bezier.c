@@ -29,7 +29,7 @@
 /* bezier_cuda.h */
 void grove__bz_cdp_tune(size_t chunk_max, size_t device_cap, size_t group, unsigned big);
 void grove__bz_cdp_plan(size_t *group, unsigned *big);
-void grove__bz_flat_tune(int single);
+void grove__bz_flat_tune(int k8);
 #endif
 
 static int g_quick;  /* --only quick or quick-flat */
@@ -272,7 +272,7 @@ static void run_case(const env *E, const char *what, const grove_curves *in,
         const size_t groups[3] = {0, 1, 3};
         const unsigned bigs[3] = {0, 2, 17};
         const int nplans = in->n <= 5000 ? 3 : 1;
-        /* flat (and auto): the tile writer by vertex pairs (default), then one vertex a step */
+        /* flat (and auto): the tile writer in chunks of 16 vertices a thread (default), then 8 */
 #else
         const int nplans = 1;
 #endif
@@ -337,7 +337,8 @@ static void opts_tol(grove_bezier_opts *o, int maxp, double tol)
 static void test_sizes(const env *E, tu_rng *r)
 {
     /* 511..513 curves around a tile of 512; with 4 vertices each, a tile is exactly one chunk of
-     * 2048 vertices, with 5 a chunk and a quarter */
+     * 2048 vertices (8 a thread) or half of one of 4096 (16 a thread), with 5 a chunk and a
+     * quarter or 5/8 of one */
     const size_t sizes[] = {0, 1, 2, 31, 32, 33, 255, 256, 257, 511, 512, 513, 1023, 1025, 4099};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         if (g_quick && sizes[i] > 513) break;
@@ -603,8 +604,8 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
                       (unsigned long long)cap, v, bad);
         }
     o.variant = GROVE_BEZIER_AUTO;
-    /* exact capacity, aligned (16 and 8 bytes) and unaligned output, flat by pairs and by single
-     * vertices, cdp */
+    /* exact capacity, aligned (16 and 8 bytes) and unaligned output, flat in chunks of 16 and of 8
+     * vertices a thread, cdp */
     for (int v = 0; v < 3 - g_no_cdp; v++)
         for (int shift = 0; shift < 3; shift++) {
             o.variant = v == 2 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
@@ -617,6 +618,42 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
                       "device call variant %d shift %d differs from the CPU", v, shift);
             CHECK(st.variant == o.variant);
         }
+    /* every curve 8 vertices: a tile is exactly one chunk of 4096 vertices (two of 2048); at
+     * d_xy + 2 floats the pairs start one vertex early, so a last chunk holds one vertex */
+    {
+        grove_bezier_opts o8;
+        grove_polylines ref8;
+        float *d8 = NULL, *h8;
+        opts_curv(&o8, 8, 8, 16);
+        CHECK_OK(cpu, grove_bezier_tessellate(cpu, &s.c, &o8, &ref8, NULL));
+        const uint64_t tv8 = ref8.n_vertices;
+        CHECK(tv8 == 8 * n);
+        h8 = (float *)tu_malloc((2 * tv8 + 4) * sizeof(float));
+        CHECK(cudaMalloc((void **)&d8, (2 * tv8 + 4) * sizeof(float)) == cudaSuccess);
+        for (int v = 0; v < 3 - g_no_cdp; v++)
+            for (int shift = 0; shift < 3; shift++) {
+                size_t bad = 0;
+                o8.variant = v == 2 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
+                grove__bz_flat_tune(v == 1);
+                cudaMemset(d8, 0x7f, (2 * tv8 + 4) * sizeof(float));
+                CHECK_OK(gpu, grove_bezier_tessellate_device(gpu, d_cp, d_deg, n, &o8, d_off,
+                                                             d8 + shift, tv8, &total, &st));
+                CHECK(total == tv8);
+                cudaMemcpy(h8, d8, (2 * tv8 + 4) * sizeof(float), cudaMemcpyDeviceToHost);
+                for (uint64_t i = 0; i < 2 * tv8 + 4; i++) {
+                    if (i < (uint64_t)shift || i >= 2 * tv8 + (uint64_t)shift)
+                        bad += ((uint32_t *)h8)[i] != 0x7f7f7f7fu;
+                    else
+                        bad += memcmp(h8 + i, ref8.xy + (i - (uint64_t)shift), sizeof(float)) != 0;
+                }
+                CHECK_MSG(bad == 0, "8 vertices a curve, variant %d shift %d: %zu words wrong", v,
+                          shift, bad);
+            }
+        grove__bz_flat_tune(0);
+        cudaFree(d8);
+        free(h8);
+        grove_polylines_free(&ref8);
+    }
     grove__bz_flat_tune(0);
     expect_err(
         cpu, "device call on a CPU context",

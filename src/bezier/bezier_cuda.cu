@@ -26,9 +26,10 @@
 
 extern "C" cudaError_t grove__bz_cdp_launch(const float *d_cp, const uint8_t *d_degree,
                                             const uint64_t *d_offsets, uint64_t first,
-                                            uint64_t count, uint64_t group, uint32_t big,
-                                            int tabm, int pairs, float *d_xy,
-                                            unsigned long long *d_state, cudaStream_t stream);
+                                            uint64_t count, uint64_t group, uint32_t big, int bm,
+                                            int k8, float *d_xy, unsigned long long *d_state,
+                                            cudaStream_t stream);
+extern "C" cudaError_t grove__bz_cdp_prepare(void);
 
 namespace
 {
@@ -47,14 +48,14 @@ constexpr size_t kGroupDefault = (size_t)1 << 19;
 constexpr uint32_t kBigDefault = 1024;
 size_t g_chunk_max = 0, g_device_cap = 0, g_group = 0;
 uint32_t g_big = 0;
-int g_single = 0; /* grove__bz_flat_tune: one vertex a thread and step instead of pairs */
+int g_k8 = 0; /* grove__bz_flat_tune: chunks of 8 vertices a thread instead of 16 */
 
 /* Single pass over the curves (decoupled look-back, Merrill & Garland, with prim's tile states):
  * a block takes the next tile id, stages the tile's curves, counts them, scans the counts,
  * publishes the tile's total and looks back for the vertices before it, writes the tile's offsets
  * and then its vertices below cap. The last tile writes off[n] and the total into st[S_TOTAL].
  * The control points are read once; no pass waits for a separate scan. */
-template <bool kAligned, bool kPairs>
+template <bool kAligned, int kPer>
 __global__ void __launch_bounds__(kT, 5)
     bz_fused(const float *__restrict__ cp, const uint8_t *__restrict__ deg, u64 n, grove__bz_rule r,
              u64 *__restrict__ off, float *__restrict__ xy, u64 cap, uint32_t *counter,
@@ -65,13 +66,13 @@ __global__ void __launch_bounds__(kT, 5)
     __shared__ u64 s_prefix;
     __shared__ unsigned s_capped[kT / 32];
     const unsigned t = threadIdx.x, lane = t & 31u, w = t >> 5;
-    const int tabm = r.max_points < kTabM ? r.max_points : kTabM;
+    const int bm = r.max_points < kBM ? r.max_points : kBM;
     if (t == 0) s_id = (int)atomicAdd(counter, 1u);
     __syncthreads();
     const int id = s_id;
     const u64 c0 = (u64)id * kC;
     const int C = n - c0 < (u64)kC ? (int)(n - c0) : kC;
-    tile_stage(s, cp, deg, c0, C, tabm);
+    tile_stage(s, cp, deg, c0, C, cap ? bm : 0); /* counting only: no basis table */
     __syncthreads();
     uint32_t m[kCPT], sum = 0;
     unsigned capped = 0;
@@ -80,9 +81,9 @@ __global__ void __launch_bounds__(kT, 5)
         const int j = (int)t * kCPT + k;
         m[k] = 0;
         if (j < C) {
-            const float4 a = s.cp[2 * j], b = s.cp[2 * j + 1];
-            const float p[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-            const grove__bz_count cn = grove__bz_count_curve(p, s.deg[j], &r);
+            /* straight from shared memory: a local copy would live in local memory */
+            const grove__bz_count cn =
+                grove__bz_count_curve(reinterpret_cast<const float *>(&s.cp[2 * j]), s.deg[j], &r);
             m[k] = cn.m;
             capped += cn.capped;
         }
@@ -133,7 +134,7 @@ __global__ void __launch_bounds__(kT, 5)
         off[n] = vbase + agg;
         st[S_TOTAL] = vbase + agg;
     }
-    tile_write<kAligned, kPairs>(s, C, vbase, cap, 0xffffffffu, tabm, xy);
+    tile_write<kAligned, kPer>(s, C, vbase, cap, 0xffffffffu, bm, xy);
 }
 
 /* Scratch of one call: the state words, then the look-back's counter and tile states. */
@@ -188,18 +189,17 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
             return grove__error(ctx, GROVE_ERR_LIMIT, "bezier: %zu curves are too many", n);
         const unsigned g = (unsigned)ntiles;
         const bool al = ((uintptr_t)d_xy & 7) == 0;
-        if (al && !g_single)
-            bz_fused<true, true><<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter, ts,
-                                                    S.st);
+#define BZ_FUSED(A, M)                                                                             \
+    bz_fused<A, M><<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter, ts, S.st)
+        if (al && !g_k8)
+            BZ_FUSED(true, 16);
         else if (al)
-            bz_fused<true, false><<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter,
-                                                     ts, S.st);
-        else if (!g_single)
-            bz_fused<false, true><<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter,
-                                                     ts, S.st);
+            BZ_FUSED(true, 8);
+        else if (!g_k8)
+            BZ_FUSED(false, 16);
         else
-            bz_fused<false, false><<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter,
-                                                      ts, S.st);
+            BZ_FUSED(false, 8);
+#undef BZ_FUSED
         GROVE_CUDA_LAUNCHED(ctx, "bezier: launching the tessellation kernel");
     }
     GROVE_TRY(grove__cuda_d2h(ctx, hs, S.st, S_COUNT * sizeof(u64), S.s));
@@ -274,19 +274,18 @@ grove_status cdp_pending(grove_ctx *ctx, size_t want, size_t *lim, char *why, si
 
 /* Parent grids over chunks of `chunk` curves; *groups = the group children they launch. */
 grove_status write_cdp(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n,
-                       const grove_bezier_opts *o, const CdpPlan &p, const u64 *d_off,
-                       float *d_xy, size_t chunk, u64 *groups)
+                       const grove_bezier_opts *o, const CdpPlan &p, const u64 *d_off, float *d_xy,
+                       size_t chunk, u64 *groups)
 {
     grove_ctx *ctx = S.ctx;
-    const int tabm = o->max_points < kTabM ? o->max_points : kTabM;
+    const int bm = o->max_points < kBM ? o->max_points : kBM;
     *groups = 0;
     for (size_t c = 0; c < n; c += chunk) {
         const size_t cnt = n - c < chunk ? n - c : chunk;
         /* Launches on one stream run in order and a parent grid completes only after its
          * children, so at most one chunk's child launches are ever pending. */
         cudaError_t e = grove__bz_cdp_launch(d_cp, d_deg, reinterpret_cast<const uint64_t *>(d_off),
-                                             c, cnt, p.group, p.big, tabm, !g_single, d_xy,
-                                             S.st, S.s);
+                                             c, cnt, p.group, p.big, bm, g_k8, d_xy, S.st, S.s);
         if (e != cudaSuccess)
             return grove__cuda_status(ctx, (int)e, "bezier (cdp): launching the parent kernel");
         *groups += (cnt + p.group - 1) / p.group;
@@ -306,6 +305,10 @@ grove_status write_cdp_all(Scratch &S, const float *d_cp, const uint8_t *d_deg, 
     u64 groups = 0;
     hs[S_LAUNCHES] = hs[S_BIG] = hs[S_FAILED] = 0;
     if (n > 0) {
+        const cudaError_t pe = grove__bz_cdp_prepare();
+        if (pe != cudaSuccess)
+            return grove__cuda_status(ctx, (int)pe,
+                                      "bezier (cdp): setting the shared-memory carveout");
         size_t lim = 0;
         char why[160] = "";
         const u64 need = cdp_launches(p, n);
@@ -327,7 +330,8 @@ grove_status write_cdp_all(Scratch &S, const float *d_cp, const uint8_t *d_deg, 
         for (;;) {
             const u64 cc = cdp_curves(p, lim);
             const size_t chunk = cc < (u64)n ? (size_t)cc : n;
-            GROVE_CUDA_TRY(ctx, cudaMemsetAsync(S.st + S_FAILED, 0, (S_BIG - S_FAILED + 1) * 8, S.s),
+            GROVE_CUDA_TRY(ctx,
+                           cudaMemsetAsync(S.st + S_FAILED, 0, (S_BIG - S_FAILED + 1) * 8, S.s),
                            "bezier (cdp): clearing the launch counters");
             GROVE_TRY(write_cdp(S, d_cp, d_deg, n, o, p, d_off, d_xy, chunk, &groups));
             GROVE_TRY(grove__cuda_d2h(ctx, hs, S.st, S_COUNT * sizeof(u64), S.s));
@@ -383,8 +387,7 @@ struct DevBuf {
 
 } // namespace
 
-extern "C" void grove__bz_cdp_tune(size_t chunk_max, size_t device_cap, size_t group,
-                                   unsigned big)
+extern "C" void grove__bz_cdp_tune(size_t chunk_max, size_t device_cap, size_t group, unsigned big)
 {
     g_chunk_max = chunk_max;
     g_device_cap = device_cap;
@@ -392,7 +395,7 @@ extern "C" void grove__bz_cdp_tune(size_t chunk_max, size_t device_cap, size_t g
     g_big = big;
 }
 
-extern "C" void grove__bz_flat_tune(int single) { g_single = single; }
+extern "C" void grove__bz_flat_tune(int k8) { g_k8 = k8; }
 
 extern "C" void grove__bz_cdp_plan(size_t *group, unsigned *big)
 {
@@ -434,8 +437,7 @@ extern "C" grove_status grove__bz_tessellate_device_cuda(grove_ctx *ctx, const f
                             "grove_bezier_tessellate_device: the curves need %llu vertices; "
                             "d_xy holds %llu",
                             (unsigned long long)*total, (unsigned long long)capacity);
-    if (cdp)
-        return write_cdp_all(S, d_cp, d_degree, n, o, (const u64 *)d_offsets, d_xy, hs, stats);
+    if (cdp) return write_cdp_all(S, d_cp, d_degree, n, o, (const u64 *)d_offsets, d_xy, hs, stats);
     flat_stats(hs, stats);
     return GROVE_OK;
 }
@@ -466,8 +468,8 @@ extern "C" grove_status grove__bz_tessellate_cuda(grove_ctx *ctx, const grove_cu
     }
     GROVE_TRY(scratch_alloc(S, n));
     /* counted first to size the output, then counted again while writing (flat) */
-    GROVE_TRY(fused(S, (const float *)cp.p, (const uint8_t *)deg.p, n, o, (u64 *)off.p, NULL, 0,
-                    hs));
+    GROVE_TRY(
+        fused(S, (const float *)cp.p, (const uint8_t *)deg.p, n, o, (u64 *)off.p, NULL, 0, hs));
     total = hs[S_TOTAL];
     if (total > 0) {
         GROVE_TRY(xy.alloc((size_t)total * 2 * sizeof(float), "the Bezier vertices"));

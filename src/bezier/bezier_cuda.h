@@ -37,9 +37,9 @@ grove_status grove__bz_tessellate_device_cuda(grove_ctx *ctx, const float *d_cp,
 void grove__bz_cdp_tune(size_t chunk_max, size_t device_cap, size_t group, unsigned big);
 void grove__bz_cdp_plan(size_t *group, unsigned *big);
 
-/* Test and bench hook for the tile writer (flat and the cdp group children): single != 0 makes a
- * thread write one vertex a step instead of a pair (the default). Not thread-safe. */
-void grove__bz_flat_tune(int single);
+/* Test and bench hook for the tile writer (flat and the cdp group children): k8 != 0 makes it
+ * work in chunks of 8 vertices a thread instead of 16 (the default). Not thread-safe. */
+void grove__bz_flat_tune(int k8);
 
 #ifdef __cplusplus
 }

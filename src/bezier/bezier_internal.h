@@ -189,43 +189,58 @@ GROVE__BZ_FN float grove__bz_u(uint32_t i, uint32_t m)
     return GROVE__BZ_FDIV((float)i, (float)(m - 1));
 }
 
-/* An inner vertex of a curve of degree d (1..3) at parameter u; writes x, y to xy[0], xy[1]. */
-GROVE__BZ_FN void grove__bz_inner(const float *cp, int d, float u, float *xy)
+/* The Bernstein basis of degree d (1..3) at parameter u into b[0..3] (unused entries 0). The
+ * CUDA writer tables it per (degree, m, i); this function is the only place it is computed. */
+GROVE__BZ_FN void grove__bz_basis(int d, float u, float *b)
 {
     const float v = GROVE__BZ_FSUB(1.0f, u);
-    float b0, b1, b2 = 0.0f, b3 = 0.0f;
+    b[2] = 0.0f;
+    b[3] = 0.0f;
     if (d == 1) {
-        b0 = v;
-        b1 = u;
+        b[0] = v;
+        b[1] = u;
     } else if (d == 2) {
         const float uv = GROVE__BZ_FMUL(u, v);
-        b0 = GROVE__BZ_FMUL(v, v);
-        b1 = GROVE__BZ_FADD(uv, uv);
-        b2 = GROVE__BZ_FMUL(u, u);
+        b[0] = GROVE__BZ_FMUL(v, v);
+        b[1] = GROVE__BZ_FADD(uv, uv);
+        b[2] = GROVE__BZ_FMUL(u, u);
     } else {
         const float vv = GROVE__BZ_FMUL(v, v);
         const float uu = GROVE__BZ_FMUL(u, u);
         const float vvu = GROVE__BZ_FMUL(vv, u);
         const float vuu = GROVE__BZ_FMUL(v, uu);
-        b0 = GROVE__BZ_FMUL(vv, v);
-        b1 = GROVE__BZ_FMUL(3.0f, vvu);
-        b2 = GROVE__BZ_FMUL(3.0f, vuu);
-        b3 = GROVE__BZ_FMUL(uu, u);
+        b[0] = GROVE__BZ_FMUL(vv, v);
+        b[1] = GROVE__BZ_FMUL(3.0f, vvu);
+        b[2] = GROVE__BZ_FMUL(3.0f, vuu);
+        b[3] = GROVE__BZ_FMUL(uu, u);
     }
-    for (int a = 0; a < 2; a++) {
-        const float t0 = GROVE__BZ_FMUL(b0, cp[a]);
-        const float t1 = GROVE__BZ_FMUL(b1, cp[2 + a]);
-        float acc = GROVE__BZ_FADD(t0, t1);
-        if (d >= 2) {
-            const float t2 = GROVE__BZ_FMUL(b2, cp[4 + a]);
-            acc = GROVE__BZ_FADD(acc, t2);
-        }
-        if (d == 3) {
-            const float t3 = GROVE__BZ_FMUL(b3, cp[6 + a]);
-            acc = GROVE__BZ_FADD(acc, t3);
-        }
-        xy[a] = acc;
+}
+
+/* Coordinate a (0: x, 1: y) of the point with basis b on a curve of degree d (1..3): the terms
+ * summed left to right. */
+GROVE__BZ_FN float grove__bz_sum(const float *cp, int d, const float *b, int a)
+{
+    const float t0 = GROVE__BZ_FMUL(b[0], cp[a]);
+    const float t1 = GROVE__BZ_FMUL(b[1], cp[2 + a]);
+    float acc = GROVE__BZ_FADD(t0, t1);
+    if (d >= 2) {
+        const float t2 = GROVE__BZ_FMUL(b[2], cp[4 + a]);
+        acc = GROVE__BZ_FADD(acc, t2);
     }
+    if (d == 3) {
+        const float t3 = GROVE__BZ_FMUL(b[3], cp[6 + a]);
+        acc = GROVE__BZ_FADD(acc, t3);
+    }
+    return acc;
+}
+
+/* An inner vertex of a curve of degree d (1..3) at parameter u; writes x, y to xy[0], xy[1]. */
+GROVE__BZ_FN void grove__bz_inner(const float *cp, int d, float u, float *xy)
+{
+    float b[4];
+    grove__bz_basis(d, u, b);
+    xy[0] = grove__bz_sum(cp, d, b, 0);
+    xy[1] = grove__bz_sum(cp, d, b, 1);
 }
 
 /* Vertex i (0 <= i < m, m >= 2) of a curve; writes x, y to xy[0], xy[1]. */
@@ -275,115 +290,173 @@ grove_status grove__bz_tessellate_cpu(grove_ctx *ctx, const grove_curves *in,
  * A tile is kC consecutive curves, handled by one block of kT threads: their control points and
  * degrees are staged in shared memory, their offsets relative to the tile's first vertex (32-bit:
  * a tile has at most kC * GROVE_BEZIER_MAX_POINTS = 2^21 vertices) are in s.off[0..C], and the
- * tile's vertices are written in chunks of kV, consecutive threads on consecutive vertices. A
- * chunk's slots find their curve without a search: every curve starting in the chunk sets its
- * slot's bit, and the curve of a slot is the curve of the chunk's previous slot plus the number
- * of bits up to it (a block-wide count, double-buffered so that a chunk costs three barriers).
- * The parameter u = i / (m - 1) of the short curves comes from a table in shared memory built
- * with the same division, so the bytes do not change. */
+ * tile's vertices are written in chunks of kT * kPer, a thread taking two consecutive vertices
+ * a step (one 16-byte store). A chunk's slots find their curve without a search: every curve
+ * starting in the chunk sets its slot's bit, and the curve of a slot is the curve of the chunk's
+ * previous slot plus the number of bits up to it (a block-wide count, double-buffered so that a
+ * chunk costs three barriers). The Bernstein basis of the inner vertices of quadratics and cubics
+ * of up to kBM vertices is tabled per block, computed by grove__bz_basis from grove__bz_u, so a
+ * vertex costs one shared load and the products and sums of grove__bz_sum, in the same order:
+ * the bytes are the CPU's. */
 namespace grove_bzk
 {
 
 typedef unsigned long long u64;
 
-constexpr int kT = 256;             /* threads per block */
-constexpr int kCPT = 2;             /* curves per thread */
-constexpr int kC = kT * kCPT;       /* curves per tile */
-constexpr int kPer = 8;             /* vertices per thread and chunk */
-constexpr uint32_t kV = kT * kPer;  /* vertices per chunk */
-constexpr int kTabM = 64;           /* u tabled for m <= kTabM */
-constexpr int kTab = (kTabM - 2) * (kTabM - 1) / 2; /* entries for m = 3..kTabM */
+constexpr int kT = 256;       /* threads per block */
+constexpr int kCPT = 2;       /* curves per thread */
+constexpr int kC = kT * kCPT; /* curves per tile */
+constexpr int kPerMax = 16;   /* vertices per thread and chunk: 8 or 16 (tile_write's kPer) */
+constexpr uint32_t kVMax = kT * kPerMax;
+constexpr int kBM = 32;                        /* the basis is tabled for 3 <= m <= kBM */
+constexpr int kBT = (kBM - 2) * (kBM - 1) / 2; /* entries per degree */
 
 /* State words in device memory (both .cu files use them). */
 enum { S_CAPPED = 0, S_FAILED, S_ERR, S_LAUNCHES, S_BIG, S_TOTAL, S_COUNT };
 
 struct TileSmem {
     float4 cp[2 * kC];
+    float4 bt[2 * kBT]; /* the basis: [0, kBT) degree 2, [kBT, 2 kBT) degree 3 */
     uint32_t off[kC + 1];
-    float utab[kTab];
-    uint32_t flag[2][kV / 32];
+    uint32_t flag[2][kVMax / 32];
     uint32_t excl[2][kT];
     uint32_t wt[2][kT / 32];
     uint8_t deg[kC];
 };
 
-/* Index of u(i, m) in the table, 1 <= i <= m - 2, 3 <= m <= kTabM. */
-__device__ __forceinline__ int utab_at(uint32_t i, uint32_t m)
+/* Index of inner vertex i (1 <= i <= m - 2) of a curve of m (3 <= m <= kBM) vertices in a basis
+ * table: row m - 3 holds m - 2 entries from (m - 3)(m - 2) / 2 on. */
+__device__ __forceinline__ int basis_at(uint32_t i, uint32_t m)
 {
-    return (int)((m - 3) * (m - 2) / 2 + i - 1);
+    return (int)((m - 3u) * (m - 2u) / 2u + i) - 1;
 }
 
-/* Stages curves [c0, c0 + C) (C <= kC) and fills the u table for m <= tabm; clears the first
- * chunk's flags. The caller synchronizes before reading. */
+/* Stages curves [c0, c0 + C) (C <= kC) and, when bm >= 3, fills the basis table for m <= bm
+ * (bm <= kBM). The caller synchronizes before reading. */
 __device__ __forceinline__ void tile_stage(TileSmem &s, const float *__restrict__ cp,
-                                           const uint8_t *__restrict__ deg, u64 c0, int C, int tabm)
+                                           const uint8_t *__restrict__ deg, u64 c0, int C, int bm)
 {
     const int t = (int)threadIdx.x;
     float *scp = reinterpret_cast<float *>(s.cp);
     for (int e = t; e < 8 * C; e += kT) scp[e] = __ldg(cp + 8 * c0 + e);
     for (int j = t; j < C; j += kT) s.deg[j] = __ldg(deg + c0 + j);
-    if (t < (int)(kV / 32)) s.flag[0][t] = 0;
-    const int nt = tabm >= 3 ? (tabm - 2) * (tabm - 1) / 2 : 0;
+    if (t < (int)(kVMax / 32)) s.flag[0][t] = 0;
+    const int nt = bm >= 3 ? (bm - 2) * (bm - 1) / 2 : 0;
     for (int e = t; e < nt; e += kT) {
         /* row k = m - 3 holds k + 1 entries from k (k + 1) / 2 on */
         int k = (int)((sqrtf(__fadd_rn(__fmul_rn(8.0f, (float)e), 1.0f)) - 1.0f) * 0.5f);
         while (k * (k + 1) / 2 > e) k--;
         while ((k + 1) * (k + 2) / 2 <= e) k++;
         const uint32_t m = (uint32_t)k + 3, i = (uint32_t)(e - k * (k + 1) / 2) + 1;
-        s.utab[e] = grove__bz_u(i, m);
+        const float u = grove__bz_u(i, m);
+        float b[4];
+        grove__bz_basis(2, u, b);
+        s.bt[e] = make_float4(b[0], b[1], b[2], b[3]);
+        grove__bz_basis(3, u, b);
+        s.bt[kBT + e] = make_float4(b[0], b[1], b[2], b[3]);
     }
 }
 
-/* Vertex rel (relative to the tile) of staged curve j into p; false (nothing computed) when the
- * curve has >= big vertices. */
-__device__ __forceinline__ bool tile_vertex(const TileSmem &s, int j, uint32_t rel, uint32_t big,
-                                            int tabm, float p[2])
-{
-    const uint32_t o = s.off[j], m = s.off[j + 1] - o, i = rel - o;
-    if (m >= big) return false;
-    const float *c = reinterpret_cast<const float *>(&s.cp[2 * j]);
-    if (i == 0 || i + 1 >= m || m > (uint32_t)tabm)
-        grove__bz_vertex(c, s.deg[j], i, m, p);
-    else
-        grove__bz_inner(c, grove__bz_degree(s.deg[j]), s.utab[utab_at(i, m)], p);
-    return true;
-}
-
-/* The staged curve of chunk slot lv (chunk buffer b, prev = the curve before the chunk). */
+/* The curve of chunk slot lv (chunk buffer b, prev = the curve before the chunk). */
+template <int kPer>
 __device__ __forceinline__ int tile_curve(const TileSmem &s, int b, int prev, uint32_t lv)
 {
-    const uint32_t g = lv >> 3;
-    const uint32_t bits = (s.flag[b][g >> 2] >> ((g & 3u) * 8u)) & ((2u << (lv & 7u)) - 1u);
+    constexpr uint32_t kL = kPer == 16 ? 4u : 3u; /* log2 kPer */
+    const uint32_t g = lv >> kL;
+    const uint32_t word = s.flag[b][(g * kPer) >> 5], sh = (g * kPer) & 31u;
+    const uint32_t bits = (word >> sh) & ((2u << (lv & (kPer - 1))) - 1u);
     return prev + (int)(s.excl[b][g] + (uint32_t)__popc(bits));
 }
 
-/* Writes the vertices of the staged tile (s.off[0..C] filled, a barrier since): global vertex
- * index vbase + relative offset. Vertices at index >= cap are not written, nor those of curves
- * with m >= big (the cdp variant gives those a child grid of their own). kPairs: a thread takes
- * two consecutive vertices a step (the second one's curve is the first one's or the next), stored
- * with one 16-byte store when both are written and the address allows. All threads call it. */
-template <bool kAligned, bool kPairs>
-__device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 cap, uint32_t big,
-                                           int tabm, float *__restrict__ xy)
+/* s.deg[j] after tile_write has marked the curves: the effective degree (1..3), and kSkip when
+ * the table loop does not write the curve. */
+constexpr uint32_t kSkip = 0x80u;
+
+/* Vertices i and i + 1 of a tabled curve (control points a, b; degree cub ? 3 : 2; m vertices)
+ * into out (x, y, x, y). i may be ~0u and i + 1 may be m: the values are then never written. */
+__device__ __forceinline__ void tile_pair(const float4 *bt, float4 a, float4 b, bool cub,
+                                          uint32_t m, uint32_t i, float4 &out)
 {
+    const int base = cub ? kBT : 0;
+    const int e0 = basis_at(i, m);
+    const int ea = e0 < 0 ? 0 : (e0 >= kBT ? kBT - 1 : e0); /* in range whatever m and i */
+    const int eb = e0 + 1 < 0 ? 0 : (e0 + 1 >= kBT ? kBT - 1 : e0 + 1);
+    const float4 A = bt[base + ea], B = bt[base + eb];
+    const float lx = cub ? b.z : b.x, ly = cub ? b.w : b.y; /* the last control point */
+    /* grove__bz_sum term by term: ((b0 P0 + b1 P1) + b2 P2) + b3 P3 */
+    float x = __fadd_rn(__fadd_rn(__fmul_rn(A.x, a.x), __fmul_rn(A.y, a.z)), __fmul_rn(A.z, b.x));
+    float y = __fadd_rn(__fadd_rn(__fmul_rn(A.x, a.y), __fmul_rn(A.y, a.w)), __fmul_rn(A.z, b.y));
+    if (cub) x = __fadd_rn(x, __fmul_rn(A.w, b.z)), y = __fadd_rn(y, __fmul_rn(A.w, b.w));
+    if (i + 1u == m) x = lx, y = ly;
+    if (i == 0u) x = a.x, y = a.y;
+    out.x = x;
+    out.y = y;
+    x = __fadd_rn(__fadd_rn(__fmul_rn(B.x, a.x), __fmul_rn(B.y, a.z)), __fmul_rn(B.z, b.x));
+    y = __fadd_rn(__fadd_rn(__fmul_rn(B.x, a.y), __fmul_rn(B.y, a.w)), __fmul_rn(B.z, b.y));
+    if (cub) x = __fadd_rn(x, __fmul_rn(B.w, b.z)), y = __fadd_rn(y, __fmul_rn(B.w, b.w));
+    if (i + 2u == m) x = lx, y = ly;
+    if (i + 1u == 0u) x = a.x, y = a.y;
+    out.z = x;
+    out.w = y;
+}
+
+/* Vector stores the compiler may not split: it turned a pair's 16-byte store into four 4-byte
+ * ones when it could fold the paths of a full and a partial pair. */
+__device__ __forceinline__ void st_v4(float *p, float4 v)
+{
+    asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v.x), "f"(v.y), "f"(v.z),
+                 "f"(v.w));
+}
+__device__ __forceinline__ void st_v2(float *p, float x, float y)
+{
+    asm volatile("st.global.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(x), "f"(y));
+}
+
+/* Writes the vertices of the staged tile (tile_stage with bm = min(max_points, kBM), s.off[0..C]
+ * filled, a barrier since): global vertex index vbase + relative offset. Vertices at index >= cap
+ * are not written, nor those of curves with m >= big (the cdp variant gives those a child grid of
+ * their own). kAligned: d_xy is 8-byte aligned; the pairs then start one vertex early when needed
+ * so that a pair's first vertex is 16-byte aligned. The table loop has no branch on the curve:
+ * curves it cannot table (lines, m < 3 or m > bm) are written after it by a slow pass, a warp per
+ * curve, with grove__bz_vertex. s.deg is rewritten (kSkip). All threads call it. */
+template <bool kAligned, int kPer>
+__device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 cap, uint32_t big,
+                                           int bm, float *__restrict__ xy)
+{
+    constexpr uint32_t kV = kT * kPer; /* vertices per chunk */
     const unsigned t = threadIdx.x, lane = t & 31u, w = t >> 5;
     const uint32_t A = s.off[C];
     const uint32_t lim = cap <= vbase ? 0u : (cap - vbase < (u64)A ? (uint32_t)(cap - vbase) : A);
-    const bool vec = kAligned && ((uintptr_t)xy & 15u) == 0 && (vbase & 1u) == 0;
+    if (lim == 0) return; /* the same for the whole block */
+    const int sh = kAligned ? (int)((((uintptr_t)(xy + 2 * vbase)) >> 3) & 1u) : 0;
+    float *const xt = xy + 2 * vbase;
+    unsigned slow = 0; /* bit k: curve t kCPT + k goes to the slow pass */
+#pragma unroll
+    for (int k = 0; k < kCPT; k++) {
+        const int j = (int)t * kCPT + k;
+        if (j < C) {
+            const uint32_t m = s.off[j + 1] - s.off[j];
+            const int d = grove__bz_degree(s.deg[j]);
+            const bool fast = d >= 2 && m >= 3u && m <= (uint32_t)bm;
+            if (!fast && m < big) slow |= 1u << k;
+            /* this thread's own curves; read by others after the first chunk's barrier */
+            s.deg[j] = (uint8_t)(d | (fast && m < big ? 0u : kSkip));
+        }
+    }
     int prev = -1; /* the curve of the slot before the chunk */
     int b = 0;
-    for (uint32_t q = 0; q < lim; q += kV, b ^= 1) {
+    for (uint32_t q = 0; q < lim + (uint32_t)sh; q += kV, b ^= 1) {
 #pragma unroll
         for (int k = 0; k < kCPT; k++) {
             const int j = (int)t * kCPT + k;
             if (j < C) {
                 const uint32_t o = s.off[j];
-                if (o >= q && o - q < kV)
-                    atomicOr(&s.flag[b][(o - q) >> 5], 1u << ((o - q) & 31u));
+                if (o >= q && o - q < kV) atomicOr(&s.flag[b][(o - q) >> 5], 1u << ((o - q) & 31u));
             }
         }
         __syncthreads();
-        const uint32_t mine = (s.flag[b][t >> 2] >> ((t & 3u) * 8u)) & 0xffu;
+        const uint32_t mine =
+            (s.flag[b][(t * kPer) >> 5] >> ((t * kPer) & 31u)) & ((1u << kPer) - 1u);
         const uint32_t cnt = (uint32_t)__popc(mine);
         uint32_t x = cnt;
 #pragma unroll
@@ -398,48 +471,63 @@ __device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 ca
         s.excl[b][t] = pre;
         if (t < kV / 32) s.flag[b ^ 1][t] = 0; /* last read in the previous chunk */
         __syncthreads();
-        if (kPairs) {
-#pragma unroll
-            for (int r = 0; r < kPer / 2; r++) {
-                const uint32_t lv = 2u * ((uint32_t)r * kT + t), rel = q + lv;
-                if (rel >= lim) break;
-                const int j = tile_curve(s, b, prev, lv);
-                const bool two = rel + 1 < lim;
-                float p[4];
-                const bool w0 = tile_vertex(s, j, rel, big, tabm, p);
-                bool w1 = false;
-                if (two) {
-                    const int j1 = rel + 1 >= s.off[j + 1] ? j + 1 : j;
-                    w1 = tile_vertex(s, j1, rel + 1, big, tabm, p + 2);
-                }
-                const u64 v = vbase + rel;
-                if (vec && w0 && w1) {
-                    reinterpret_cast<float4 *>(xy)[v >> 1] = make_float4(p[0], p[1], p[2], p[3]);
-                } else if (kAligned) {
-                    if (w0) reinterpret_cast<float2 *>(xy)[v] = make_float2(p[0], p[1]);
-                    if (w1) reinterpret_cast<float2 *>(xy)[v + 1] = make_float2(p[2], p[3]);
-                } else {
-                    if (w0) xy[2 * v] = p[0], xy[2 * v + 1] = p[1];
-                    if (w1) xy[2 * v + 2] = p[2], xy[2 * v + 3] = p[3];
-                }
+#pragma unroll 4
+        for (int r = 0; r < kPer / 2; r++) {
+            const int sa = 2 * (r * kT + (int)t) - sh; /* slot of the first vertex, >= -1 */
+            const int ra = (int)q + sa;
+            if (ra >= (int)lim) break;
+            /* ra = -1 only for the tile's first pair when sh = 1 (prev = -1): the first vertex
+             * is not written, the second is vertex 0 of curve 0 */
+            int ja = sa < 0 ? prev : tile_curve<kPer>(s, b, prev, (uint32_t)sa);
+            ja = ja < 0 ? 0 : ja;
+            const int jn = ja + 1 < C ? ja + 1 : ja;
+            const float4 ca = s.cp[2 * ja], cb = s.cp[2 * ja + 1];
+            const float2 pn = *reinterpret_cast<const float2 *>(&s.cp[2 * jn]);
+            const uint32_t o = s.off[ja], m = s.off[ja + 1] - o;
+            const uint32_t fa = s.deg[ja], fn = s.deg[jn];
+            const uint32_t ia = ra < 0 ? ~0u : (uint32_t)ra - o;
+            const bool same = ia + 1u < m; /* else the second is the next curve's first */
+            float4 p;
+            tile_pair(s.bt, ca, cb, (fa & 3u) == 3u, m, ia, p);
+            if (!same) p.z = pn.x, p.w = pn.y;
+            const bool wa = ra >= 0 && !(fa & kSkip);
+            const bool wb = ra + 1 < (int)lim && !((same ? fa : fn) & kSkip);
+            float *const dst = xt + 2 * (ptrdiff_t)ra;
+            if (kAligned && wa && wb) {
+                st_v4(dst, p);
+            } else if (kAligned) {
+                if (wa) st_v2(dst, p.x, p.y);
+                if (wb) st_v2(dst + 2, p.z, p.w);
+            } else {
+                if (wa) dst[0] = p.x, dst[1] = p.y;
+                if (wb) dst[2] = p.z, dst[3] = p.w;
             }
-        } else {
+        }
+        prev += (int)(s.excl[b][kT - 1] + (uint32_t)__popc(s.flag[b][kV / 32 - 1] >> (32 - kPer)));
+    }
+    /* the slow pass: a warp per curve that the table loop left and that is written here */
 #pragma unroll
-            for (int r = 0; r < kPer; r++) {
-                const uint32_t lv = (uint32_t)r * kT + t, rel = q + lv;
-                if (rel >= lim) break;
-                float p[2];
-                if (!tile_vertex(s, tile_curve(s, b, prev, lv), rel, big, tabm, p)) continue;
-                const u64 v = vbase + rel;
+    for (int k = 0; k < kCPT; k++) {
+        unsigned bal = __ballot_sync(0xffffffffu, (slow >> k) & 1u);
+        while (bal) {
+            const int l = __ffs(bal) - 1;
+            bal &= bal - 1u;
+            const int j = (int)(w * 32u + (unsigned)l) * kCPT + k;
+            const uint32_t o = s.off[j], m = s.off[j + 1] - o;
+            const float *c = reinterpret_cast<const float *>(&s.cp[2 * j]);
+            const uint8_t dg = (uint8_t)(s.deg[j] & 3u);
+            for (uint32_t i = lane; i < m && o + i < lim; i += 32) {
+                float v[2];
+                grove__bz_vertex(c, dg, i, m, v);
+                float *const dst = xt + 2 * (size_t)(o + i);
                 if (kAligned) {
-                    reinterpret_cast<float2 *>(xy)[v] = make_float2(p[0], p[1]);
+                    st_v2(dst, v[0], v[1]);
                 } else {
-                    xy[2 * v] = p[0];
-                    xy[2 * v + 1] = p[1];
+                    dst[0] = v[0];
+                    dst[1] = v[1];
                 }
             }
         }
-        prev += (int)(s.excl[b][kT - 1] + (uint32_t)__popc(s.flag[b][kV / 32 - 1] >> 24));
     }
 }
 
