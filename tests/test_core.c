@@ -1,9 +1,70 @@
 /*
  * test_core.c - version, status and backend names, contexts and device discovery. Passes on
  * machines with and without a GPU and in builds with and without the CUDA backend.
+ * `test_core --backend cuda` instead checks the host/device copies of the CUDA helpers (the
+ * staged path for big pageable copies and the direct one), and exits 77 without a GPU.
  */
 #include "grove/grove.h"
 #include "testutil.h"
+
+#ifdef GROVE_HAVE_CUDA
+#include "core_cuda.h"
+
+/* Round trips of `size` random bytes from and to host addresses that are not 16-byte aligned,
+ * into poisoned and into never-touched memory. */
+static void copy_round_trip(grove_ctx *ctx, tu_rng *rng, size_t size)
+{
+    unsigned char *src = (unsigned char *)malloc(size + 1), *dst = (unsigned char *)malloc(size + 3);
+    unsigned char *fresh = (unsigned char *)malloc(size + 5);
+    void *d = NULL;
+    CHECK(src && dst && fresh);
+    if (!src || !dst || !fresh) goto done;
+    for (size_t i = 0; i < size; i++) src[1 + i] = (unsigned char)tu_u32(rng);
+    memset(dst, 0xa5, size + 3);
+    CHECK_OK(ctx, grove__cuda_alloc(ctx, &d, size, grove_ctx_stream(ctx), "the copy test"));
+    if (size > 0 && !d) goto done;
+    CHECK_OK(ctx, grove__cuda_h2d(ctx, d, src + 1, size, grove_ctx_stream(ctx)));
+    /* the source may be reused as soon as the upload call returns */
+    if (size > 0) src[1] ^= 0xffu;
+    CHECK_OK(ctx, grove__cuda_d2h(ctx, dst + 3, d, size, grove_ctx_stream(ctx)));
+    CHECK_OK(ctx, grove__cuda_d2h(ctx, fresh + 5, d, size, grove_ctx_stream(ctx)));
+    CHECK_OK(ctx, grove_ctx_synchronize(ctx));
+    if (size > 0) src[1] ^= 0xffu;
+    CHECK_MSG(memcmp(dst + 3, src + 1, size) == 0, "round trip of %zu bytes differs", size);
+    CHECK_MSG(memcmp(fresh + 5, src + 1, size) == 0,
+              "round trip of %zu bytes into fresh memory differs", size);
+    CHECK_MSG(dst[0] == 0xa5 && dst[1] == 0xa5 && dst[2] == 0xa5,
+              "the download of %zu bytes wrote before its destination", size);
+    grove__cuda_free(ctx, d, size, grove_ctx_stream(ctx));
+done:
+    free(src);
+    free(dst);
+    free(fresh);
+}
+
+static int test_copies(void)
+{
+    const size_t mb = (size_t)1 << 20;
+    /* around the staging threshold (16 MB) and its 8 MB pieces */
+    const size_t sizes[] = {0, 1, 4097, 16 * mb - 1, 16 * mb, 16 * mb + 1, 24 * mb + 7,
+                            40 * mb + 12345};
+    grove_ctx_opts o;
+    grove_ctx *ctx = NULL;
+    tu_rng rng = {20261123};
+    int count = 0;
+    grove_device_count(&count);
+    if (count == 0) {
+        printf("test_core: SKIP: no GPU\n");
+        return 77;
+    }
+    grove_ctx_default_opts(&o);
+    o.backend = GROVE_BACKEND_CUDA;
+    CHECK_OK(ctx, grove_ctx_create(&o, &ctx));
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) copy_round_trip(ctx, &rng, sizes[i]);
+    grove_ctx_destroy(ctx);
+    return tu_finish("test_core --backend cuda");
+}
+#endif
 
 static void test_version(void)
 {
@@ -191,9 +252,21 @@ static void test_contexts(int count)
     CHECK_STATUS(NULL, grove_ctx_synchronize(NULL), GROVE_ERR_INVALID_ARG);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     int count = 0;
+    if (argc == 3 && strcmp(argv[1], "--backend") == 0 && strcmp(argv[2], "cuda") == 0) {
+#ifdef GROVE_HAVE_CUDA
+        return test_copies();
+#else
+        printf("test_core: SKIP: built without the CUDA backend\n");
+        return 77;
+#endif
+    }
+    if (argc > 1) {
+        fprintf(stderr, "usage: test_core [--backend cuda]\n");
+        return 2;
+    }
     test_version();
     test_names();
     test_devices(&count);

@@ -107,6 +107,18 @@ void grove__prefault(void *p, size_t bytes, int nt)
     }
 }
 
+void grove__copy_parallel(void *dst, const void *src, size_t bytes, int nt)
+{
+    const size_t chunk = (size_t)256 << 10;
+    size_t nchunks = (bytes + chunk - 1) / chunk;
+    (void)nt;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nchunks > 4)
+    for (size_t c = 0; c < nchunks; c++) {
+        size_t off = c * chunk, len = bytes - off < chunk ? bytes - off : chunk;
+        memcpy((char *)dst + off, (const char *)src + off, len);
+    }
+}
+
 grove_status grove_device_count(int *count)
 {
     if (!count) return GROVE_ERR_INVALID_ARG;

@@ -27,6 +27,8 @@ struct grove_ctx {
     size_t dev_in_use;     /* bytes held through grove__cuda_alloc */
     void *pinned;          /* page-locked host scratch for grove__cuda_fetch, or NULL */
     size_t pinned_bytes;
+    void *stage;           /* page-locked staging for big copies (core_cuda.cu), or NULL */
+    void *stage_ev[2];     /* cudaEvent_t: the staging halves' last copies */
     char err[GROVE__ERR_LEN];
 };
 
@@ -78,6 +80,10 @@ int grove__threads(const grove_ctx *ctx);
  * pages that were never touched faults them in one at a time inside the driver, which costs
  * more than the copy itself for large arrays; call this on the destination first. */
 void grove__prefault(void *p, size_t bytes, int nt);
+
+/* memcpy on nt threads, for big copies between host buffers (first touches of fresh pages
+ * included, which a single thread takes one at a time). */
+void grove__copy_parallel(void *dst, const void *src, size_t bytes, int nt);
 
 /* Propagate a failure: evaluate expr, return its status if it is not GROVE_OK. */
 #define GROVE_TRY(expr)                                                                            \

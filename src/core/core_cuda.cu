@@ -138,6 +138,14 @@ extern "C" void grove__cuda_ctx_fini(grove_ctx *ctx)
         ctx->pinned = NULL;
         ctx->pinned_bytes = 0;
     }
+    if (ctx->stage) {
+        cudaEventDestroy((cudaEvent_t)ctx->stage_ev[0]);
+        cudaEventDestroy((cudaEvent_t)ctx->stage_ev[1]);
+        cudaFreeHost(ctx->stage);
+        cudaGetLastError();
+        ctx->stage = NULL;
+        ctx->stage_ev[0] = ctx->stage_ev[1] = NULL;
+    }
     ctx->stream = NULL;
     ctx->own_stream = 0;
 }
@@ -171,21 +179,102 @@ extern "C" void grove__cuda_free(grove_ctx *ctx, void *p, size_t bytes, void *st
     ctx->dev_in_use -= bytes;
 }
 
+/* Staged copies (see core_cuda.h): two halves of kStagePiece bytes, so that the host copies one
+ * piece while the bus carries the other. */
+static const size_t kStagePiece = (size_t)8 << 20;
+static const size_t kStagedMin = (size_t)16 << 20;
+
+/* Whether a copy of `bytes` to or from host memory h should be staged, with the staging
+ * buffers ready. Without them (no page-locked memory to spare) copies go straight through. */
+static bool use_stage(grove_ctx *ctx, const void *h, size_t bytes)
+{
+    cudaPointerAttributes a;
+    if (bytes < kStagedMin) return false;
+    if (cudaPointerGetAttributes(&a, h) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    if (a.type != cudaMemoryTypeUnregistered) return false;
+    if (!ctx->stage) {
+        cudaEvent_t ev[2] = {NULL, NULL};
+        void *p = NULL;
+        if (cudaMallocHost(&p, 2 * kStagePiece) != cudaSuccess ||
+            cudaEventCreateWithFlags(&ev[0], cudaEventDisableTiming) != cudaSuccess ||
+            cudaEventCreateWithFlags(&ev[1], cudaEventDisableTiming) != cudaSuccess) {
+            if (ev[0]) cudaEventDestroy(ev[0]);
+            if (p) cudaFreeHost(p);
+            cudaGetLastError();
+            return false;
+        }
+        ctx->stage = p;
+        ctx->stage_ev[0] = (void *)ev[0];
+        ctx->stage_ev[1] = (void *)ev[1];
+    }
+    return true;
+}
+
 extern "C" grove_status grove__cuda_h2d(grove_ctx *ctx, void *d, const void *h, size_t bytes,
                                         void *stream)
 {
+    const char *what = "copying input to the GPU";
+    cudaStream_t s = (cudaStream_t)stream;
+    const int nt = grove__threads(ctx);
+    size_t off = 0, i = 0;
     if (bytes == 0) return GROVE_OK;
-    GROVE_CUDA_TRY(ctx, cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, (cudaStream_t)stream),
-                   "copying input to the GPU");
+    if (!use_stage(ctx, h, bytes)) {
+        GROVE_CUDA_TRY(ctx, cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, s), what);
+        return GROVE_OK;
+    }
+    for (; off < bytes; off += kStagePiece, i++) {
+        const size_t len = bytes - off < kStagePiece ? bytes - off : kStagePiece;
+        char *half = (char *)ctx->stage + (i & 1) * kStagePiece;
+        cudaEvent_t ev = (cudaEvent_t)ctx->stage_ev[i & 1];
+        /* the upload of piece i - 2 read this half */
+        if (i >= 2) GROVE_CUDA_TRY(ctx, cudaEventSynchronize(ev), what);
+        grove__copy_parallel(half, (const char *)h + off, len, nt);
+        GROVE_CUDA_TRY(ctx, cudaMemcpyAsync((char *)d + off, half, len, cudaMemcpyHostToDevice, s),
+                       what);
+        GROVE_CUDA_TRY(ctx, cudaEventRecord(ev, s), what);
+    }
+    /* the halves are free for the next call */
+    GROVE_CUDA_TRY(ctx, cudaEventSynchronize((cudaEvent_t)ctx->stage_ev[(i - 1) & 1]), what);
     return GROVE_OK;
 }
 
 extern "C" grove_status grove__cuda_d2h(grove_ctx *ctx, void *h, const void *d, size_t bytes,
                                         void *stream)
 {
+    const char *what = "copying results from the GPU";
+    cudaStream_t s = (cudaStream_t)stream;
+    const int nt = grove__threads(ctx);
+    size_t off = 0, i = 0, prev_off = 0, prev_len = 0;
     if (bytes == 0) return GROVE_OK;
-    GROVE_CUDA_TRY(ctx, cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)stream),
-                   "copying results from the GPU");
+    if (!use_stage(ctx, h, bytes)) {
+        GROVE_CUDA_TRY(ctx, cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, s), what);
+        return GROVE_OK;
+    }
+    /* piece i crosses the bus while the host copies piece i - 1 out of the other half */
+    for (;; i++) {
+        const size_t len = off < bytes ? (bytes - off < kStagePiece ? bytes - off : kStagePiece) : 0;
+        if (len > 0) {
+            char *half = (char *)ctx->stage + (i & 1) * kStagePiece;
+            GROVE_CUDA_TRY(ctx,
+                           cudaMemcpyAsync(half, (const char *)d + off, len,
+                                           cudaMemcpyDeviceToHost, s),
+                           what);
+            GROVE_CUDA_TRY(ctx, cudaEventRecord((cudaEvent_t)ctx->stage_ev[i & 1], s), what);
+        }
+        if (i > 0) {
+            const size_t j = (i - 1) & 1;
+            GROVE_CUDA_TRY(ctx, cudaEventSynchronize((cudaEvent_t)ctx->stage_ev[j]), what);
+            grove__copy_parallel((char *)h + prev_off, (const char *)ctx->stage + j * kStagePiece,
+                                 prev_len, nt);
+        }
+        if (len == 0) break;
+        prev_off = off;
+        prev_len = len;
+        off += len;
+    }
     return GROVE_OK;
 }
 

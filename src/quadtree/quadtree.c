@@ -293,11 +293,8 @@ grove_status grove_quadtree_download(grove_ctx *ctx, grove_quadtree *t)
                               t->num_nodes, t->n);
             goto _end;
         }
-        /* Touch the new pages on all threads first: faulting them in one at a time inside the
-         * copies costs more than the copies themselves on large trees. */
-        grove__prefault(nodes, t->num_nodes * sizeof *nodes, grove__threads(ctx));
-        grove__prefault(pts, 2 * t->n * sizeof *pts, grove__threads(ctx));
-        grove__prefault(index, t->n * sizeof *index, grove__threads(ctx));
+        /* No first touch of the new pages here: big copies are staged, and their host side,
+         * page faults included, runs on all threads (grove__cuda_d2h). */
         GROVE_TRY_END(
             st, grove__cuda_d2h(ctx, nodes, t->d_nodes, t->num_nodes * sizeof *nodes, ctx->stream));
         if (t->n > 0) {
