@@ -1,0 +1,742 @@
+/*
+ * bezier_svg.c - curves from SVG path data: grove__bz_read_svg(), which grove_curves_read()
+ * (bezier_io.c) calls for an SVG file. The XML scan, the transform and path-data grammars and
+ * the elements share one document state, so they stay together in this one unit.
+ *
+ * SVG files are read whole: an element's transform applies to everything up to its end tag,
+ * which can be anywhere in the file. The reader is a small XML scanner, not a validating parser:
+ * it knows comments, CDATA sections, processing instructions, a DOCTYPE (skipped, internal
+ * subset included), quoted attributes and the five predefined and the numeric character
+ * references; element names are compared without their namespace prefix. Everything else
+ * (styles, <use>, nested viewports, defined entities) is outside what the module reads, and the
+ * documentation says so (docs/bezier.md).
+ */
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bezier_io.h"
+
+/* ---- SVG: the XML scan ---- */
+
+/* An affine map x' = a x + c y + e, y' = b x + d y + f, as SVG's matrix(a b c d e f). */
+typedef struct affine {
+    double a, b, c, d, e, f;
+} affine;
+
+static const affine identity = {1, 0, 0, 1, 0, 0};
+
+/* m * n: n applies first. */
+static affine compose(const affine *m, const affine *n)
+{
+    affine r;
+    r.a = m->a * n->a + m->c * n->b;
+    r.b = m->b * n->a + m->d * n->b;
+    r.c = m->a * n->c + m->c * n->d;
+    r.d = m->b * n->c + m->d * n->d;
+    r.e = m->a * n->e + m->c * n->f + m->e;
+    r.f = m->b * n->e + m->d * n->f + m->f;
+    return r;
+}
+
+typedef struct svg_doc {
+    grove_ctx *ctx;
+    const char *path;
+    char *s; /* the whole file, NUL-terminated */
+    size_t n;
+    size_t line_pos; /* line numbers: the byte up to which newlines are counted ... */
+    unsigned long long line_no; /* ... and the 1-based line there */
+    affine *stack;   /* the transforms of the open elements, outermost first */
+    size_t depth, stack_cap;
+    size_t paths;    /* <path> elements seen so far */
+    char *val;       /* an attribute value with its references replaced */
+    size_t *raw;     /* raw[i]: the file offset of val[i] (for the line of an error) */
+    size_t val_cap;
+    grove__bz_sink *sink;
+} svg_doc;
+
+/* The 1-based line of file offset pos. Errors and elements come in file order, so the count
+ * usually moves forward only. */
+static unsigned long long line_of(svg_doc *x, size_t pos)
+{
+    if (pos < x->line_pos) {
+        x->line_pos = 0;
+        x->line_no = 1;
+    }
+    for (; x->line_pos < pos && x->line_pos < x->n; x->line_pos++)
+        if (x->s[x->line_pos] == '\n') x->line_no++;
+    return x->line_no;
+}
+
+static grove_status svg_bad(svg_doc *x, size_t pos, const char *what)
+{
+    return grove__error(x->ctx, GROVE_ERR_BAD_INPUT, "%s:%llu: %s", x->path, line_of(x, pos),
+                        what);
+}
+
+static int is_xml_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* Skips past the first occurrence of lit at or after *i; 0 if there is none. */
+static int skip_past(const svg_doc *x, size_t *i, const char *lit)
+{
+    size_t m = strlen(lit);
+    for (size_t j = *i; j + m <= x->n; j++)
+        if (x->s[j] == lit[0] && memcmp(x->s + j, lit, m) == 0) {
+            *i = j + m;
+            return 1;
+        }
+    return 0;
+}
+
+static void put_utf8(char *d, size_t *k, unsigned long cp)
+{
+    if (cp < 0x80) {
+        d[(*k)++] = (char)cp;
+    } else if (cp < 0x800) {
+        d[(*k)++] = (char)(0xC0 | (cp >> 6));
+        d[(*k)++] = (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        d[(*k)++] = (char)(0xE0 | (cp >> 12));
+        d[(*k)++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        d[(*k)++] = (char)(0x80 | (cp & 0x3F));
+    } else {
+        d[(*k)++] = (char)(0xF0 | (cp >> 18));
+        d[(*k)++] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        d[(*k)++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        d[(*k)++] = (char)(0x80 | (cp & 0x3F));
+    }
+}
+
+/* Decodes the raw attribute value s[b..e) into x->val (NUL-terminated), *len its length,
+ * with x->raw mapping each decoded byte back to the file. */
+static grove_status decode_value(svg_doc *x, size_t b, size_t e, size_t *len)
+{
+    size_t k = 0, i = b;
+    char msg[192], q[64];
+    if (e - b + 1 > x->val_cap) {
+        size_t nc = e - b + 1;
+        char *v = (char *)realloc(x->val, nc);
+        size_t *r;
+        if (!v) goto oom;
+        x->val = v;
+        r = (size_t *)realloc(x->raw, nc * sizeof *r);
+        if (!r) goto oom;
+        x->raw = r;
+        x->val_cap = nc;
+    }
+    while (i < e) {
+        size_t semi, start = i;
+        unsigned long cp = 0;
+        if (x->s[i] != '&') {
+            x->raw[k] = i;
+            x->val[k++] = x->s[i++];
+            continue;
+        }
+        for (semi = i + 1; semi < e && semi - i <= 12 && x->s[semi] != ';'; semi++) {
+        }
+        if (semi >= e || x->s[semi] != ';') {
+            grove__quote(q, sizeof q, x->s + i, e - i < 12 ? e - i : 12);
+            snprintf(msg, sizeof msg, "'&' that starts no entity reference: '%s'", q);
+            return svg_bad(x, i, msg);
+        }
+        {
+            const char *nm = x->s + i + 1;
+            size_t nl = semi - i - 1;
+            if (nl == 3 && memcmp(nm, "amp", 3) == 0)
+                cp = '&';
+            else if (nl == 2 && memcmp(nm, "lt", 2) == 0)
+                cp = '<';
+            else if (nl == 2 && memcmp(nm, "gt", 2) == 0)
+                cp = '>';
+            else if (nl == 4 && memcmp(nm, "quot", 4) == 0)
+                cp = '"';
+            else if (nl == 4 && memcmp(nm, "apos", 4) == 0)
+                cp = '\'';
+            else if (nl >= 2 && nm[0] == '#') {
+                int hex = nm[1] == 'x';
+                size_t j = hex ? 2 : 1;
+                if (j == nl) cp = 0x110000;
+                for (; j < nl && cp <= 0x10FFFF; j++) {
+                    char c = nm[j];
+                    int dv = c >= '0' && c <= '9'                  ? c - '0'
+                             : hex && c >= 'a' && c <= 'f'         ? c - 'a' + 10
+                             : hex && c >= 'A' && c <= 'F'         ? c - 'A' + 10
+                                                                   : -1;
+                    if (dv < 0) {
+                        cp = 0x110000;
+                        break;
+                    }
+                    cp = cp * (hex ? 16u : 10u) + (unsigned long)dv;
+                }
+                if (cp == 0 || cp > 0x10FFFF) {
+                    grove__quote(q, sizeof q, x->s + i, semi + 1 - i);
+                    snprintf(msg, sizeof msg, "bad character reference '%s'", q);
+                    return svg_bad(x, i, msg);
+                }
+            } else {
+                grove__quote(q, sizeof q, x->s + i, semi + 1 - i);
+                snprintf(msg, sizeof msg,
+                         "unknown entity '%s' (only &amp; &lt; &gt; &quot; &apos; and &#...; "
+                         "are read)",
+                         q);
+                return svg_bad(x, i, msg);
+            }
+        }
+        /* at most 4 bytes out for at least 4 bytes in ("&lt;" is the shortest) */
+        {
+            size_t k0 = k;
+            put_utf8(x->val, &k, cp);
+            for (; k0 < k; k0++) x->raw[k0] = start;
+        }
+        i = semi + 1;
+    }
+    x->raw[k] = e;
+    x->val[k] = '\0';
+    *len = k;
+    return GROVE_OK;
+oom:
+    return grove__error(x->ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory for an attribute",
+                        x->path);
+}
+
+/* ---- SVG: numbers, transforms, path data ---- */
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* The end of the longest SVG number at v[i] (i itself if there is none):
+ * [+-] (digits [. digits] | . digits) [(e|E) [+-] digits]. An 'e' without digits after it is
+ * not part of the number. */
+static size_t number_end(const char *v, size_t i, size_t n)
+{
+    size_t j = i, d0;
+    if (j < n && (v[j] == '+' || v[j] == '-')) j++;
+    d0 = j;
+    while (j < n && is_digit(v[j])) j++;
+    if (j < n && v[j] == '.') {
+        size_t f0 = ++j;
+        while (j < n && is_digit(v[j])) j++;
+        if (j == f0 && f0 - 1 == d0) return i; /* a lone '.' */
+    } else if (j == d0) {
+        return i;
+    }
+    if (j < n && (v[j] == 'e' || v[j] == 'E')) {
+        size_t k = j + 1;
+        if (k < n && (v[k] == '+' || v[k] == '-')) k++;
+        if (k < n && is_digit(v[k])) {
+            while (k < n && is_digit(v[k])) k++;
+            j = k;
+        }
+    }
+    return j;
+}
+
+/* Skips white space and at most one comma. */
+static size_t skip_sep(const char *v, size_t i, size_t n)
+{
+    while (i < n && is_xml_space(v[i])) i++;
+    if (i < n && v[i] == ',') i++;
+    while (i < n && is_xml_space(v[i])) i++;
+    return i;
+}
+
+/* What an error inside an attribute value says about where it is. */
+typedef struct where {
+    char prefix[160]; /* "path 3 (id "x"): " or "<g>: " */
+    const char *attr; /* "d" or "transform" */
+} where;
+
+static grove_status value_bad(svg_doc *x, const where *w, size_t pos, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+static grove_status value_bad(svg_doc *x, const where *w, size_t pos, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return grove__error(x->ctx, GROVE_ERR_BAD_INPUT, "%s:%llu: %s%s (character %zu of %s)",
+                        x->path, line_of(x, x->raw[pos]), w->prefix, msg, pos + 1, w->attr);
+}
+
+/* Reads the number at x->val[*i] (after a separator) into *out. Returns GROVE_OK, or an error
+ * naming `what` (the command or function that needs it) when there is no number there. */
+static grove_status read_number(svg_doc *x, const where *w, size_t *i, size_t n, double *out,
+                                const char *what, int have, int need)
+{
+    size_t b = skip_sep(x->val, *i, n), e = number_end(x->val, b, n);
+    char q[64];
+    float f;
+    int rc;
+    if (e == b) {
+        const char *pl = need == 1 ? "" : "s";
+        if (b >= n)
+            return value_bad(x, w, b, "%s needs %d number%s, found %d before the end", what,
+                             need, pl, have);
+        grove__quote(q, sizeof q, x->val + b, 1);
+        return value_bad(x, w, b, "%s needs %d number%s, found %d before '%s'", what, need, pl,
+                         have, q);
+    }
+    rc = grove__parse_float(x->val + b, e - b, &f);
+    grove__quote(q, sizeof q, x->val + b, e - b);
+    if (rc == GROVE__NUM_RANGE) return value_bad(x, w, b, "number '%s' is out of float range", q);
+    if (rc == GROVE__NUM_NOMEM)
+        return grove__error(x->ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory", x->path);
+    if (rc != GROVE__NUM_OK) return value_bad(x, w, b, "malformed number '%s'", q);
+    *out = (double)f;
+    *i = e;
+    return GROVE_OK;
+}
+
+/* Parses a transform attribute (in x->val[0..n)) into *m. */
+static grove_status parse_transform(svg_doc *x, const where *w, size_t n, affine *m)
+{
+    static const struct {
+        const char *name;
+        int min, max;
+    } fns[] = {{"matrix", 6, 6}, {"translate", 1, 2}, {"scale", 1, 2},
+               {"rotate", 1, 3}, {"skewX", 1, 1},     {"skewY", 1, 1}};
+    const double deg = 3.14159265358979323846 / 180.0;
+    size_t i = 0;
+    *m = identity;
+    for (;;) {
+        size_t b, fi, nf = sizeof fns / sizeof fns[0];
+        double a[6];
+        int k = 0;
+        affine t = identity;
+        char q[64];
+        while (i < n && (is_xml_space(x->val[i]) || x->val[i] == ',')) i++;
+        if (i >= n) break;
+        b = i;
+        while (i < n && ((x->val[i] >= 'a' && x->val[i] <= 'z') ||
+                         (x->val[i] >= 'A' && x->val[i] <= 'Z')))
+            i++;
+        for (fi = 0; fi < nf; fi++)
+            if (strlen(fns[fi].name) == i - b && memcmp(fns[fi].name, x->val + b, i - b) == 0)
+                break;
+        if (fi == nf) {
+            grove__quote(q, sizeof q, x->val + b, i > b ? i - b : 1);
+            return value_bad(x, w, b, "unknown transform '%s' (want matrix, translate, scale, "
+                                      "rotate, skewX or skewY)", q);
+        }
+        while (i < n && is_xml_space(x->val[i])) i++;
+        if (i >= n || x->val[i] != '(')
+            return value_bad(x, w, i < n ? i : n, "'(' expected after %s", fns[fi].name);
+        i++;
+        for (;;) {
+            while (i < n && is_xml_space(x->val[i])) i++;
+            if (i >= n) return value_bad(x, w, n, "')' missing after %s(", fns[fi].name);
+            if (x->val[i] == ')') break;
+            if (k == fns[fi].max)
+                return value_bad(x, w, i, "%s takes at most %d numbers", fns[fi].name,
+                                 fns[fi].max);
+            GROVE_TRY(read_number(x, w, &i, n, &a[k], fns[fi].name, k, fns[fi].min));
+            k++;
+        }
+        i++; /* ')' */
+        if (k < fns[fi].min || (fi == 3 && k == 2))
+            return value_bad(x, w, i - 1, "%s takes %s numbers, found %d", fns[fi].name,
+                             fi == 0 ? "6" : fi == 3 ? "1 or 3" : fi >= 4 ? "1" : "1 or 2", k);
+        switch (fi) {
+        case 0:
+            t.a = a[0], t.b = a[1], t.c = a[2], t.d = a[3], t.e = a[4], t.f = a[5];
+            break;
+        case 1:
+            t.e = a[0];
+            t.f = k == 2 ? a[1] : 0.0;
+            break;
+        case 2:
+            t.a = a[0];
+            t.d = k == 2 ? a[1] : a[0];
+            break;
+        case 3: {
+            double cs = cos(a[0] * deg), sn = sin(a[0] * deg);
+            t.a = cs, t.b = sn, t.c = -sn, t.d = cs;
+            if (k == 3) { /* translate(cx, cy) rotate(a) translate(-cx, -cy) */
+                t.e = a[1] - cs * a[1] + sn * a[2];
+                t.f = a[2] - sn * a[1] - cs * a[2];
+            }
+            break;
+        }
+        case 4:
+            t.c = tan(a[0] * deg);
+            break;
+        default:
+            t.b = tan(a[0] * deg);
+            break;
+        }
+        *m = compose(m, &t);
+    }
+    return GROVE_OK;
+}
+
+/* The state of one path's data while its segments are emitted. */
+typedef struct path_state {
+    svg_doc *x;
+    const where *w;
+    affine m;
+    size_t at; /* where the current command starts in x->val, for errors */
+} path_state;
+
+/* Emits a curve of degree deg through the untransformed control points p[0..2 deg + 1]. */
+static grove_status emit(path_state *ps, int deg, const double *p)
+{
+    float xy[8];
+    const affine *m = &ps->m;
+    for (int i = 0; i <= deg; i++) {
+        double u = m->a * p[2 * i] + m->c * p[2 * i + 1] + m->e;
+        double v = m->b * p[2 * i] + m->d * p[2 * i + 1] + m->f;
+        if (!(fabs(u) <= FLT_MAX) || !(fabs(v) <= FLT_MAX))
+            return value_bad(ps->x, ps->w, ps->at,
+                             "a control point (%.9g, %.9g) is out of float range after the "
+                             "transform",
+                             u, v);
+        xy[2 * i] = (float)u;
+        xy[2 * i + 1] = (float)v;
+    }
+    return grove__bz_sink_push(ps->x->sink, deg, xy);
+}
+
+/* Numbers each command takes. */
+static int command_args(char c)
+{
+    switch (c | 0x20) {
+    case 'm': case 'l': case 't': return 2;
+    case 'h': case 'v': return 1;
+    case 'q': case 's': return 4;
+    case 'c': return 6;
+    default: return 0; /* z */
+    }
+}
+
+/* Emits the segments of the path data in x->val[0..n). */
+static grove_status parse_path_data(svg_doc *x, const where *w, const affine *m, size_t n)
+{
+    const char *v = x->val;
+    path_state ps;
+    double cx = 0, cy = 0, sx = 0, sy = 0, kx = 0, ky = 0; /* current, subpath start, control */
+    char cmd = 0, prev = 0, q[64];
+    size_t i = 0;
+
+    ps.x = x;
+    ps.w = w;
+    ps.m = *m;
+    ps.at = 0;
+    for (;;) {
+        double a[6], p[8];
+        int need, rel, k;
+        char c;
+        i = skip_sep(v, i, n);
+        if (i >= n) break;
+        c = v[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+            if (!strchr("MmLlHhVvQqTtCcSsZz", c)) {
+                if (c == 'A' || c == 'a')
+                    return value_bad(x, w, i, "command '%c' (elliptical arc) is not supported", c);
+                return value_bad(x, w, i, "command '%c' is not supported (M L H V Q T C S Z "
+                                          "are, in either case)", c);
+            }
+            if (!cmd && c != 'M' && c != 'm')
+                return value_bad(x, w, i, "path data must start with M or m, not '%c'", c);
+            cmd = c;
+            ps.at = i++;
+            if ((c | 0x20) == 'z') {
+                if (cx != sx || cy != sy) {
+                    p[0] = cx, p[1] = cy, p[2] = sx, p[3] = sy;
+                    GROVE_TRY(emit(&ps, 1, p));
+                }
+                cx = sx, cy = sy;
+                prev = 'z';
+                continue;
+            }
+        } else if (is_digit(c) || c == '.' || c == '+' || c == '-') {
+            if (!cmd) return value_bad(x, w, i, "path data must start with M or m, not a number");
+            if ((cmd | 0x20) == 'z')
+                return value_bad(x, w, i, "a number after '%c', which takes none", cmd);
+            /* more numbers repeat the command; after a moveto they are linetos */
+            if (cmd == 'M') cmd = 'L';
+            if (cmd == 'm') cmd = 'l';
+            ps.at = i;
+        } else {
+            grove__quote(q, sizeof q, v + i, 1);
+            return value_bad(x, w, i, "unexpected '%s'", q);
+        }
+        need = command_args(cmd);
+        rel = cmd >= 'a';
+        {
+            char what[16];
+            snprintf(what, sizeof what, "'%c'", cmd);
+            for (k = 0; k < need; k++)
+                GROVE_TRY(read_number(x, w, &i, n, &a[k], what, k, need));
+        }
+        /* relative coordinates are offsets from the current point (H and V: one axis) */
+        if (rel)
+            for (k = 0; k < need; k++) {
+                if ((cmd | 0x20) == 'v') a[k] += cy;
+                else if ((cmd | 0x20) == 'h') a[k] += cx;
+                else a[k] += (k & 1) ? cy : cx;
+            }
+        p[0] = cx, p[1] = cy;
+        switch (cmd | 0x20) {
+        case 'm':
+            cx = sx = a[0];
+            cy = sy = a[1];
+            break;
+        case 'l':
+        case 'h':
+        case 'v':
+            p[2] = (cmd | 0x20) == 'v' ? cx : a[0];
+            p[3] = (cmd | 0x20) == 'h' ? cy : (cmd | 0x20) == 'v' ? a[0] : a[1];
+            GROVE_TRY(emit(&ps, 1, p));
+            cx = p[2], cy = p[3];
+            break;
+        case 'q':
+        case 't':
+            if ((cmd | 0x20) == 'q') {
+                kx = a[0], ky = a[1];
+                a[0] = a[2], a[1] = a[3];
+            } else if (prev == 'q' || prev == 't') {
+                kx = 2 * cx - kx, ky = 2 * cy - ky;
+            } else {
+                kx = cx, ky = cy;
+            }
+            p[2] = kx, p[3] = ky, p[4] = a[0], p[5] = a[1];
+            GROVE_TRY(emit(&ps, 2, p));
+            cx = a[0], cy = a[1];
+            break;
+        default: /* c, s */
+            if ((cmd | 0x20) == 'c') {
+                p[2] = a[0], p[3] = a[1];
+                a[0] = a[2], a[1] = a[3], a[2] = a[4], a[3] = a[5];
+            } else if (prev == 'c' || prev == 's') {
+                p[2] = 2 * cx - kx, p[3] = 2 * cy - ky;
+            } else {
+                p[2] = cx, p[3] = cy;
+            }
+            kx = a[0], ky = a[1];
+            p[4] = a[0], p[5] = a[1], p[6] = a[2], p[7] = a[3];
+            GROVE_TRY(emit(&ps, 3, p));
+            cx = a[2], cy = a[3];
+            break;
+        }
+        prev = (char)(cmd | 0x20);
+    }
+    return GROVE_OK;
+}
+
+/* ---- SVG: elements ---- */
+
+static int is_name_end(char c) { return is_xml_space(c) || c == '/' || c == '>' || c == '='; }
+
+/* Does the element name s[b..e), without a namespace prefix, equal lit? */
+static int local_name_is(const char *s, size_t b, size_t e, const char *lit)
+{
+    size_t m = strlen(lit);
+    for (size_t j = e; j > b; j--)
+        if (s[j - 1] == ':') {
+            b = j;
+            break;
+        }
+    return e - b == m && memcmp(s + b, lit, m) == 0;
+}
+
+/* One start tag at x->s[*i] (just after '<'). */
+static grove_status start_tag(svg_doc *x, size_t *i)
+{
+    size_t nb = *i, ne, tr_b = 0, tr_e = 0, d_b = 0, d_e = 0, id_b = 0, id_e = 0, lt = *i - 1;
+    int has_tr = 0, has_d = 0, has_id = 0, closed = 0, is_path;
+    const char *s = x->s;
+    affine m;
+    where w;
+    char name[48], q[64];
+
+    for (ne = nb; ne < x->n && !is_name_end(s[ne]); ne++) {
+    }
+    grove__quote(name, sizeof name, s + nb, ne - nb);
+    is_path = local_name_is(s, nb, ne, "path");
+    *i = ne;
+    for (;;) {
+        size_t ab, ae;
+        char quote;
+        while (*i < x->n && is_xml_space(s[*i])) (*i)++;
+        if (*i >= x->n) return svg_bad(x, lt, "unterminated tag");
+        if (s[*i] == '>') {
+            (*i)++;
+            break;
+        }
+        if (s[*i] == '/' && *i + 1 < x->n && s[*i + 1] == '>') {
+            *i += 2;
+            closed = 1;
+            break;
+        }
+        ab = *i;
+        while (*i < x->n && !is_name_end(s[*i])) (*i)++;
+        ae = *i;
+        while (*i < x->n && is_xml_space(s[*i])) (*i)++;
+        if (ae == ab || *i >= x->n || s[*i] != '=') {
+            grove__quote(q, sizeof q, s + ab, ae > ab ? ae - ab : 1);
+            snprintf(w.prefix, sizeof w.prefix, "<%s>: malformed attribute '%s' (want name=\"value\")",
+                     name, q);
+            return svg_bad(x, ab, w.prefix);
+        }
+        (*i)++;
+        while (*i < x->n && is_xml_space(s[*i])) (*i)++;
+        if (*i >= x->n || (s[*i] != '"' && s[*i] != '\'')) {
+            grove__quote(q, sizeof q, s + ab, ae - ab);
+            snprintf(w.prefix, sizeof w.prefix, "<%s>: the value of attribute '%s' is not quoted",
+                     name, q);
+            return svg_bad(x, ab, w.prefix);
+        }
+        quote = s[(*i)++];
+        {
+            const char *qe = (const char *)memchr(s + *i, quote, x->n - *i);
+            if (!qe) {
+                grove__quote(q, sizeof q, s + ab, ae - ab);
+                snprintf(w.prefix, sizeof w.prefix, "<%s>: attribute '%s' has no closing quote",
+                         name, q);
+                return svg_bad(x, ab, w.prefix);
+            }
+            if (ae - ab == 9 && memcmp(s + ab, "transform", 9) == 0)
+                has_tr = 1, tr_b = *i, tr_e = (size_t)(qe - s);
+            else if (is_path && ae - ab == 1 && s[ab] == 'd')
+                has_d = 1, d_b = *i, d_e = (size_t)(qe - s);
+            else if (is_path && ae - ab == 2 && memcmp(s + ab, "id", 2) == 0)
+                has_id = 1, id_b = *i, id_e = (size_t)(qe - s);
+            *i = (size_t)(qe - s) + 1;
+        }
+    }
+
+    if (is_path) {
+        int k = snprintf(w.prefix, sizeof w.prefix, "path %zu", x->paths);
+        if (has_id) {
+            size_t len;
+            GROVE_TRY(decode_value(x, id_b, id_e, &len));
+            grove__quote(q, sizeof q, x->val, len);
+            snprintf(w.prefix + k, sizeof w.prefix - (size_t)k, " (id \"%s\")", q);
+        }
+        k = (int)strlen(w.prefix);
+        snprintf(w.prefix + k, sizeof w.prefix - (size_t)k, ": ");
+    } else {
+        snprintf(w.prefix, sizeof w.prefix, "<%s>: ", name);
+    }
+    m = x->depth ? x->stack[x->depth - 1] : identity;
+    if (has_tr) {
+        size_t len;
+        affine t;
+        w.attr = "transform";
+        GROVE_TRY(decode_value(x, tr_b, tr_e, &len));
+        GROVE_TRY(parse_transform(x, &w, len, &t));
+        m = compose(&m, &t);
+    }
+    if (is_path) {
+        x->paths++;
+        if (has_d) {
+            size_t len;
+            w.attr = "d";
+            GROVE_TRY(decode_value(x, d_b, d_e, &len));
+            GROVE_TRY(parse_path_data(x, &w, &m, len));
+        }
+    }
+    if (!closed) {
+        if (x->depth == x->stack_cap) {
+            size_t nc = x->stack_cap ? 2 * x->stack_cap : 32;
+            affine *st = (affine *)realloc(x->stack, nc * sizeof *st);
+            if (!st)
+                return grove__error(x->ctx, GROVE_ERR_OUT_OF_MEMORY,
+                                    "%s: out of memory for %zu nested elements", x->path, nc);
+            x->stack = st;
+            x->stack_cap = nc;
+        }
+        x->stack[x->depth++] = m;
+    }
+    return GROVE_OK;
+}
+
+static grove_status scan_svg(svg_doc *x)
+{
+    size_t i = 0;
+    const char *s = x->s;
+    while (i < x->n) {
+        const char *lt = (const char *)memchr(s + i, '<', x->n - i);
+        size_t at;
+        if (!lt) break;
+        at = (size_t)(lt - s);
+        i = at + 1;
+        if (x->n - i >= 3 && memcmp(s + i, "!--", 3) == 0) {
+            i += 3;
+            if (!skip_past(x, &i, "-->")) return svg_bad(x, at, "unterminated comment");
+        } else if (x->n - i >= 8 && memcmp(s + i, "![CDATA[", 8) == 0) {
+            i += 8;
+            if (!skip_past(x, &i, "]]>")) return svg_bad(x, at, "unterminated CDATA section");
+        } else if (i < x->n && s[i] == '?') {
+            if (!skip_past(x, &i, "?>"))
+                return svg_bad(x, at, "unterminated processing instruction");
+        } else if (i < x->n && s[i] == '!') {
+            /* <!DOCTYPE ...> with an optional [internal subset], whose '>'s do not end it */
+            int bracket = 0;
+            char quote = 0;
+            for (; i < x->n; i++) {
+                char c = s[i];
+                if (quote) {
+                    if (c == quote) quote = 0;
+                } else if (c == '"' || c == '\'') {
+                    quote = c;
+                } else if (c == '[') {
+                    bracket++;
+                } else if (c == ']') {
+                    bracket--;
+                } else if (c == '>' && bracket <= 0) {
+                    break;
+                }
+            }
+            if (i >= x->n) return svg_bad(x, at, "unterminated <!...> declaration");
+            i++;
+        } else if (i < x->n && s[i] == '/') {
+            const char *gt = (const char *)memchr(s + i, '>', x->n - i);
+            if (!gt) return svg_bad(x, at, "unterminated end tag");
+            i = (size_t)(gt - s) + 1;
+            if (x->depth) x->depth--;
+        } else if (i < x->n && !is_name_end(s[i])) {
+            GROVE_TRY(start_tag(x, &i));
+        } else {
+            return svg_bad(x, at, "'<' that starts no tag (write it as &lt;)");
+        }
+    }
+    return GROVE_OK;
+}
+
+grove_status grove__bz_read_svg(grove__rd *r, grove__bz_sink *sink)
+{
+    svg_doc x;
+    size_t want = GROVE__IO_CHUNK, avail;
+    grove_status st;
+
+    /* The whole file into the reader's buffer, which keeps a spare byte for the NUL. */
+    for (;;) {
+        GROVE_TRY(grove__rd_need(r, want, &avail));
+        if (avail < want) break;
+        if (want > SIZE_MAX / 4)
+            return grove__error(r->ctx, GROVE_ERR_LIMIT, "%s: too large to read", r->path);
+        want = avail * 2;
+    }
+    memset(&x, 0, sizeof x);
+    x.ctx = r->ctx;
+    x.path = r->path;
+    x.s = r->buf + r->beg;
+    x.n = avail;
+    x.s[x.n] = '\0';
+    x.line_no = 1;
+    x.sink = sink;
+    st = scan_svg(&x);
+    free(x.stack);
+    free(x.val);
+    free(x.raw);
+    return st;
+}
