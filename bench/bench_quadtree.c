@@ -248,7 +248,8 @@ grove_status grove_bench_quadtree(grove_ctx *ctx, const grove_bench_opts *opts,
 #endif
                 if (cpu_ok) {
                     grove_quadtree *tc = NULL;
-                    s = time_build(cpu, &p, NULL, &o, 1, repeats < 5 ? repeats : 5, &ms, &tc);
+                    s = time_build(cpu, &p, NULL, &o, warmup < 1 ? warmup : 1,
+                                   repeats < 5 ? repeats : 5, &ms, &tc);
                     if (s != GROVE_OK) break;
                     grove__bench_floor_row(rows, max_rows, nrows, op, "cpu", n, ms, floor_ms, 1);
                     if (!ref) {
