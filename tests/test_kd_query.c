@@ -7,17 +7,18 @@
  *
  * Data sets: uniform, clustered (one cluster of width 1e-4), lattice (many exact distance ties;
  * some queries sit between lattice points, equidistant from many), duplicate-heavy (6 distinct
- * points: leaves of thousands of equal points), geometric (x = 2^-i: a tree about 1000 levels
- * deep, beyond the GPU's in-register stack) and huge (double only: coordinates up to DBL_MAX, so
- * distances overflow to infinity); 0, 1, 31, 32, 33, 1000 and 10^5 points; 2, 3 and 5
- * dimensions (1 and 8 at 1000 points); float and double points and queries, mixed; leaf sizes
- * 12, 1 and 64. kNN with k = 1, 8, 31, 32, 33, 50, 1024 and k > n, with and without distances;
- * radius search with r = 0, tiny, small, medium, beyond the data and r * r overflowing, each
- * without a cap and with caps 1, 32, 33 and 100. With --backend cuda the queries go to a tree
- * built by grove_kdtree_build_device() (device arrays only; downloaded at the end and compared
- * with the CPU's tree), every kNN row set is also asked of grove_kdtree_knn_device() (device
- * queries and outputs, with and without distances: the same bytes), and k = 8 and 50 also run
- * on the CPU's tree uploaded per call; the device calls' bad arguments are checked too.
+ * points: leaves of thousands of equal points), geometric (x = 2^-i: a tree about 1000 levels deep,
+ * beyond the GPU's in-register stack), huge (double only: coordinates up to DBL_MAX, so distances
+ * overflow to infinity) and line (2^-i on one axis: trees of depth 56 to 64 at 101 to 109 points,
+ * around the stack sizes of the GPU kNN kernels); 0, 1, 31, 32, 33, 1000 and 10^5 points; 2, 3 and
+ * 5 dimensions (1 and 8 at 1000 points); float and double points and queries, mixed; leaf sizes 12,
+ * 1 and 64. kNN with k = 1, 8, 31, 32, 33, 50, 1024 and k > n, with and without distances; radius
+ * search with r = 0, tiny, small, medium, beyond the data and r * r overflowing, each without a cap
+ * and with caps 1, 32, 33 and 100. With --backend cuda the queries go to a tree built by
+ * grove_kdtree_build_device() (device arrays only; downloaded at the end and compared with the
+ * CPU's tree), every kNN row set is also asked of grove_kdtree_knn_device() (device queries and
+ * outputs, with and without distances: the same bytes), and k = 8 and 50 also run on the CPU's tree
+ * uploaded per call; the device calls' bad arguments are checked too.
  * Also: identical errors on both backends, and
  * (CUDA) forced device out-of-memory at many limits: the status, a zeroed result and no device
  * memory left held, or the right answer (smaller batches).
@@ -56,9 +57,11 @@ static grove_ctx *g_cpu; /* the CPU reference (== g_ctx with --backend cpu) */
 static int g_cuda;
 static size_t g_max_n = (size_t)-1;
 
-enum { K_UNIFORM, K_CLUSTER, K_LATTICE, K_DUPS, K_GEOM, K_HUGE, K_KINDS };
-static const char *kind_name[] = {"uniform",    "clustered", "lattice",
-                                  "duplicates", "geometric", "huge"};
+/* K_LINE (2^-i on axis 0, the other axes 0) is outside the main loops over K_KINDS: it is only
+ * used for the deep-stack sets. */
+enum { K_UNIFORM, K_CLUSTER, K_LATTICE, K_DUPS, K_GEOM, K_HUGE, K_KINDS, K_LINE = K_KINDS };
+static const char *kind_name[] = {"uniform",   "clustered", "lattice", "duplicates",
+                                  "geometric", "huge",      "line"};
 
 static double unit(tu_rng *r) { return (double)(tu_next(r) >> 11) * (1.0 / 9007199254740992.0); }
 
@@ -88,6 +91,7 @@ static double *gen(tu_rng *r, int kind, size_t n, int D)
             case K_LATTICE: p[d] = 0.25 * (double)(tu_u32(r) % 12); break;
             case K_DUPS: p[d] = c[a][d]; break;
             case K_GEOM: p[d] = d == 0 ? ldexp(1.0, -(int)(i % 1100)) : (double)(i % 3); break;
+            case K_LINE: p[d] = d == 0 ? ldexp(1.0, -(int)i) : 0.0; break;
             default: {
                 static const double sp[] = {DBL_MAX, -DBL_MAX, 1e308, -1e307, 0.0, 1.0, -2.5};
                 uint32_t k = tu_u32(r) % 9;
@@ -1083,6 +1087,17 @@ int main(int argc, char **argv)
                         if (n >= 100000 && kind == K_HUGE && di != 1) continue;
                         run_set(&r, kind, n, DIMS[di], pt, qt, n >= 100000 ? 12 : leaf);
                     }
+            /* Stacks at the GPU kernels' limits: K_LINE at leaf size 1 makes a tree two levels
+             * deeper per point (depth 56, 58, 60, 62, 62, 64 for these n), around the kNN fast
+             * path's 64 entries (depth + 2 <= 64: n <= 108) and the general kernels' 48. */
+            if (n == 1000) {
+                static const size_t LINE_N[] = {101, 103, 105, 107, 108, 109};
+                for (size_t li = 0; li < sizeof LINE_N / sizeof LINE_N[0]; li++) {
+                    if (g_quick && li % 2 == 0) continue;
+                    run_set(&r, K_LINE, LINE_N[li], li % 2 ? 3 : 2,
+                            li % 3 ? GROVE_COORD_F32 : GROVE_COORD_F64, GROVE_COORD_F64, 1);
+                }
+            }
             if (n == 1000) /* the dimensions the kernels do not specialise */
                 for (int kind = 0; kind < K_KINDS; kind++) {
                     if (g_quick && kind != K_GEOM) continue;
