@@ -15,11 +15,12 @@
  * curve ran thousands of times slower than the flat variant (docs/bezier-gpu.md).
  *
  * The children are slower than the same grid launched from the host (the group writer over 10^7
- * curves: about 1.6 ms as children, 0.72 ms from the host; docs/bezier-gpu.md lists what was
- * ruled out). grove__bz_cdp_prepare asks for the largest shared-memory carveout on the parents
- * and the children, on the guess that the children ran on multiprocessors configured for the
- * parents (no shared memory); the run that added it measured 2.08 -> 1.94 ms for the call, not
- * the 2x the guess predicted, so the cause is still open.
+ * curves: 1.45 ms as children, 0.66 ms from the host). A per-block probe (docs/bezier-gpu.md)
+ * found why: the children start at once and use every SM, but a device-launched grid of this
+ * writer keeps one resident block per SM, where the host launch keeps 5. grove__bz_cdp_prepare
+ * asks for the largest shared-memory carveout on the parents and the children; the probe shows
+ * that this leaves the mean at one block per SM, so what the device runtime bases it on is still
+ * open.
  *
  * This file is compiled with relocatable device code into the grove_cdp library, linked after
  * libgrove: it calls no grove__ function, only the CUDA runtime and bezier_internal.h's inline

@@ -337,9 +337,28 @@ __device__ __forceinline__ void tile_stage(TileSmem &s, const float *__restrict_
                                            const uint8_t *__restrict__ deg, u64 c0, int C, int bm)
 {
     const int t = (int)threadIdx.x;
-    float *scp = reinterpret_cast<float *>(s.cp);
-    for (int e = t; e < 8 * C; e += kT) scp[e] = __ldg(cp + 8 * c0 + e);
-    for (int j = t; j < C; j += kT) s.deg[j] = __ldg(deg + c0 + j);
+    if (C == kC && ((uintptr_t)cp & 15u) == 0 && ((uintptr_t)deg & 3u) == 0) {
+        /* a full tile: every copy in flight at once (cp.async, no registers), so the block waits
+         * for one round trip to memory, not one per unrolled group of scalar loads (c0 is a
+         * multiple of kC: the tile's points are 16-byte and its degrees 4-byte aligned) */
+        const float4 *src = reinterpret_cast<const float4 *>(cp + 8 * c0);
+#pragma unroll
+        for (int k = 0; k < 2 * kC / kT; k++) {
+            const unsigned a = (unsigned)__cvta_generic_to_shared(&s.cp[t + k * kT]);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(a), "l"(src + t + k * kT)
+                         : "memory");
+        }
+        if (t < kC / 4) {
+            const unsigned a = (unsigned)__cvta_generic_to_shared(&s.deg[4 * t]);
+            asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(a), "l"(deg + c0 + 4 * t)
+                         : "memory");
+        }
+        asm volatile("cp.async.wait_all;" ::: "memory");
+    } else {
+        float *scp = reinterpret_cast<float *>(s.cp);
+        for (int e = t; e < 8 * C; e += kT) scp[e] = __ldg(cp + 8 * c0 + e);
+        for (int j = t; j < C; j += kT) s.deg[j] = __ldg(deg + c0 + j);
+    }
     if (t < (int)(kVMax / 32)) s.flag[0][t] = 0;
     const int nt = bm >= 3 ? (bm - 2) * (bm - 1) / 2 : 0;
     for (int e = t; e < nt; e += kT) {
