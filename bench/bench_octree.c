@@ -16,6 +16,8 @@
  *                      coordinates into the 8^l cells of level l (1: a warp's lanes share few
  *                      cells; 7: 2 M cells, lanes rarely share one), warp-aggregated
  *                      (coalesced_threads + labeled_partition) vs one atomicAdd per point;
+ *                      the _morton rows read the same points in Morton order, the order in
+ *                      which the device-resident build counts them;
  *   morton_sort_<d>    CUB radix sort of the (63-bit Morton key, 32-bit index) pairs of the same
  *                      points: the floor reference; vs_floor = its time / the row's time;
  *   build_<d> cpu      the CPU backend at 10^7 only, when a 10^6 build says it takes < ~10 s.
@@ -50,9 +52,10 @@ grove_status grove__bench_ot_build_device(grove_ctx *ctx, const double *d_xyz, s
                                           const grove_octree_opts *o, int warmup, int repeats,
                                           double *ms, grove_octree **last);
 grove_status grove__bench_ot_passes(grove_ctx *ctx, const double *d_xyz, size_t n,
-                                    const double lo[3], double side, int depth, int warmup,
-                                    int repeats, double *ms_agg, double *ms_plain, uint32_t *h_agg,
-                                    uint32_t *h_plain, double *ms_sort, int *sort_ok);
+                                    const double lo[3], double side, int depth, int morton,
+                                    int warmup, int repeats, double *ms_agg, double *ms_plain,
+                                    uint32_t *h_agg, uint32_t *h_plain, double *ms_sort,
+                                    int *sort_ok);
 #endif
 
 #define OT_CHECK_N 1000000 /* points of the CPU == GPU comparison */
@@ -316,8 +319,8 @@ static grove_status run_gpu(ot_bench *b, const char *dname, const double *xyz, s
         ok_host = ok_host && eq;
     }
     /* counting passes and the floor */
-    for (int li = 0; li < 2 && s == GROVE_OK; li++) {
-        const int depth = li ? 7 : 1;
+    for (int v = 0; v < 4 && s == GROVE_OK; v++) {
+        const int li = v >> 1, morton = v & 1, depth = li ? 7 : 1;
         const size_t cells = (size_t)1 << (3 * depth);
         double ma = 0, mp = 0, msort = 0;
         ca = (uint32_t *)malloc(cells * sizeof *ca);
@@ -325,12 +328,12 @@ static grove_status run_gpu(ot_bench *b, const char *dname, const double *xyz, s
         if (!ca || !cp) {
             s = grove__error(b->ctx, GROVE_ERR_OUT_OF_MEMORY, "bench octree: out of memory");
         } else {
-            s = grove__bench_ot_passes(b->ctx, d_xyz, n, lo, side, depth, b->warmup, b->repeats,
-                                       &ma, &mp, ca, cp, &msort, &sort_ok);
+            s = grove__bench_ot_passes(b->ctx, d_xyz, n, lo, side, depth, morton, b->warmup,
+                                       b->repeats, &ma, &mp, ca, cp, &msort, &sort_ok);
         }
         if (s == GROVE_OK) {
             const int cok = counts_ok(b->ctx, xyz, n, lo, side, depth, ca, cp);
-            if (li == 0) {
+            if (v == 0) {
                 floor_ms = msort;
                 if (!sort_ok) grove__bench_note(b->ctx, "bench octree: the Morton sort is wrong");
                 snprintf(op, sizeof op, "morton_sort_%s", dname);
@@ -355,9 +358,10 @@ static grove_status run_gpu(ot_bench *b, const char *dname, const double *xyz, s
                 grove__bench_floor_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, ms_host,
                                        floor_ms, ok_host);
             }
-            snprintf(op, sizeof op, "count_agg_%s_L%d", dname, depth);
+            snprintf(op, sizeof op, "count_agg_%s_L%d%s", dname, depth, morton ? "_morton" : "");
             grove__bench_floor_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, ma, floor_ms, cok);
-            snprintf(op, sizeof op, "count_plain_%s_L%d", dname, depth);
+            snprintf(op, sizeof op, "count_plain_%s_L%d%s", dname, depth,
+                     morton ? "_morton" : "");
             grove__bench_floor_row(b->rows, b->max_rows, b->nrows, op, "gpu", n, mp, floor_ms, cok);
         }
         free(ca);

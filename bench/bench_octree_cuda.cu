@@ -149,15 +149,28 @@ extern "C" grove_status grove__bench_ot_build_device(grove_ctx *ctx, const doubl
 /* The counting pass (aggregated and plain, 8^depth counters, counts copied to h_agg/h_plain)
  * and the Morton sort floor of the same points; *sort_ok: the sorted keys are ascending and a
  * permutation of the unsorted ones (index sum and key xor). */
+__global__ void permute_kernel(const uint32_t *__restrict__ perm, size_t n,
+                               const uint32_t *__restrict__ q, uint32_t *__restrict__ dq)
+{
+    const size_t j = blockIdx.x * (size_t)kBlock + threadIdx.x;
+    if (j >= n) return;
+    const size_t i = perm[j];
+    dq[3 * j] = q[3 * i];
+    dq[3 * j + 1] = q[3 * i + 1];
+    dq[3 * j + 2] = q[3 * i + 2];
+}
+
+/* morton != 0: the counting passes read the points in Morton order (as the build counts
+ * them), sorted before the timing. */
 extern "C" grove_status grove__bench_ot_passes(grove_ctx *ctx, const double *d_xyz, size_t n,
                                                const double lo[3], double side, int depth,
-                                               int warmup, int repeats, double *ms_agg,
-                                               double *ms_plain, uint32_t *h_agg,
+                                               int morton, int warmup, int repeats,
+                                               double *ms_agg, double *ms_plain, uint32_t *h_agg,
                                                uint32_t *h_plain, double *ms_sort, int *sort_ok)
 {
     const cudaStream_t s = (cudaStream_t)ctx->stream;
     const size_t cells = (size_t)1 << (3 * depth);
-    DevBuf q, counts, key, idx, skey, sidx, tmp, acc;
+    DevBuf q, counts, key, idx, skey, sidx, tmp, acc, qm;
     Events ev;
     size_t tb = 0;
     double *t = (double *)malloc((size_t)(repeats > 0 ? repeats : 1) * sizeof *t);
@@ -175,27 +188,6 @@ extern "C" grove_status grove__bench_ot_passes(grove_ctx *ctx, const double *d_x
     quantize_kernel<<<blocks_for(n), kBlock, 0, s>>>(d_xyz, n, lo[0], lo[1], lo[2], to_grid,
                                                      (uint32_t *)q.p);
     GROVE_CUDA_LAUNCHED(ctx, "bench octree: quantize");
-
-    for (int agg = 1; agg >= 0; agg--) {
-        for (int r = -warmup; r < repeats; r++) {
-            float f = 0;
-            GROVE_CUDA_TRY(ctx, cudaMemsetAsync(counts.p, 0, cells * sizeof(uint32_t), s),
-                           "bench octree: counts");
-            GROVE_CUDA_TRY(ctx, cudaEventRecord(ev.a, s), "bench octree: events");
-            GROVE_TRY(grove__ot_count_cells_cuda(ctx, (const uint32_t *)q.p, n, depth, agg,
-                                                 (uint32_t *)counts.p));
-            GROVE_CUDA_TRY(ctx, cudaEventRecord(ev.b, s), "bench octree: events");
-            GROVE_CUDA_TRY(ctx, cudaEventSynchronize(ev.b), "bench octree: count pass");
-            GROVE_CUDA_TRY(ctx, cudaEventElapsedTime(&f, ev.a, ev.b), "bench octree: events");
-            if (r >= 0) t[r] = f;
-        }
-        *(agg ? ms_agg : ms_plain) = grove__bench_median(t, repeats);
-        GROVE_CUDA_TRY(ctx, cudaMemcpy(agg ? h_agg : h_plain, counts.p, cells * sizeof(uint32_t),
-                                       cudaMemcpyDeviceToHost),
-                       "bench octree: counts download");
-    }
-
-    /* the floor */
     GROVE_CUDA_TRY(ctx, cudaMalloc(&key.p, (n + 1) * sizeof(u64)), "bench octree: keys");
     GROVE_CUDA_TRY(ctx, cudaMalloc(&skey.p, (n + 1) * sizeof(u64)), "bench octree: keys");
     GROVE_CUDA_TRY(ctx, cudaMalloc(&idx.p, (n + 1) * sizeof(uint32_t)), "bench octree: idx");
@@ -209,6 +201,39 @@ extern "C" grove_status grove__bench_ot_passes(grove_ctx *ctx, const double *d_x
                                                         0, 63, s),
                    "bench octree: sort size");
     GROVE_CUDA_TRY(ctx, cudaMalloc(&tmp.p, tb ? tb : 1), "bench octree: sort scratch");
+    const uint32_t *qc = (const uint32_t *)q.p;
+    if (morton) {
+        GROVE_CUDA_TRY(ctx, cudaMalloc(&qm.p, (3 * n + 1) * sizeof(uint32_t)), "bench octree: q");
+        GROVE_CUDA_TRY(ctx, cub::DeviceRadixSort::SortPairs(tmp.p, tb, (u64 *)key.p,
+                                                            (u64 *)skey.p, (uint32_t *)idx.p,
+                                                            (uint32_t *)sidx.p, n, 0, 63, s),
+                       "bench octree: sort");
+        permute_kernel<<<blocks_for(n), kBlock, 0, s>>>((const uint32_t *)sidx.p, n, qc,
+                                                        (uint32_t *)qm.p);
+        GROVE_CUDA_LAUNCHED(ctx, "bench octree: permute");
+        qc = (const uint32_t *)qm.p;
+    }
+
+    for (int agg = 1; agg >= 0; agg--) {
+        for (int r = -warmup; r < repeats; r++) {
+            float f = 0;
+            GROVE_CUDA_TRY(ctx, cudaMemsetAsync(counts.p, 0, cells * sizeof(uint32_t), s),
+                           "bench octree: counts");
+            GROVE_CUDA_TRY(ctx, cudaEventRecord(ev.a, s), "bench octree: events");
+            GROVE_TRY(grove__ot_count_cells_cuda(ctx, qc, n, depth, agg,
+                                                 (uint32_t *)counts.p));
+            GROVE_CUDA_TRY(ctx, cudaEventRecord(ev.b, s), "bench octree: events");
+            GROVE_CUDA_TRY(ctx, cudaEventSynchronize(ev.b), "bench octree: count pass");
+            GROVE_CUDA_TRY(ctx, cudaEventElapsedTime(&f, ev.a, ev.b), "bench octree: events");
+            if (r >= 0) t[r] = f;
+        }
+        *(agg ? ms_agg : ms_plain) = grove__bench_median(t, repeats);
+        GROVE_CUDA_TRY(ctx, cudaMemcpy(agg ? h_agg : h_plain, counts.p, cells * sizeof(uint32_t),
+                                       cudaMemcpyDeviceToHost),
+                       "bench octree: counts download");
+    }
+
+    /* the floor */
     for (int r = -warmup; r < repeats; r++) {
         float f = 0;
         GROVE_CUDA_TRY(ctx, cudaEventRecord(ev.a, s), "bench octree: events");

@@ -426,6 +426,13 @@ static void test_datasets(tu_rng *r)
         o = opts_of(32, 20, 128);
         run_set(r, gen_uniform(r, sizes[j], 5.0, 6.0), &o, 1, 40, what);
     }
+    /* the CUDA counting kernels take 2048 points a block (256 threads x 8): tile - 1, tile,
+     * tile + 1, in one batch and in batches of 1000 (run_set's batch sizes) */
+    for (size_t m = 2047; m <= 2049; m++) {
+        snprintf(what, sizeof what, "uniform n=%zu cap 8, lod 8", m);
+        o = opts_of(8, 20, 8);
+        run_set(r, gen_uniform(r, m, 0.0, 1.0), &o, 1, 20, what);
+    }
     run_set(r, gen_uniform(r, 1000, -1.0, 1.0), NULL, 1, 20, "uniform n=1000 defaults");
     o = opts_of(1, 20, 2);
     run_set(r, gen_uniform(r, 1000, -1.0, 1.0), &o, 1, 40, "uniform cap 1, lod 2");

@@ -187,6 +187,28 @@ static grove_status finish_build(grove_status st, grove_octree *t, grove_octree_
     return GROVE_OK;
 }
 
+#ifdef GROVE_HAVE_CUDA
+/* The CUDA build from host memory does not keep the points on the device: the entries'
+ * coordinates are copied from the input here, by all threads (a single thread took seconds at
+ * 10^8 points: every entry is a cache miss into the input). */
+static void gather_xyz(grove_ctx *ctx, grove_octree *t, const double *xyz, grove_octree_stats *s)
+{
+    const double t0 = grove__ot_now_ms();
+    const size_t ne = t->num_entries;
+    const uint32_t *idx = t->index;
+    double *dst = t->xyz;
+    int nt = grove__threads(ctx);
+#pragma omp parallel for num_threads(nt) schedule(static) if (ne > 65536)
+    for (size_t e = 0; e < ne; e++) {
+        const double *src = xyz + 3 * (size_t)idx[e];
+        dst[3 * e] = src[0];
+        dst[3 * e + 1] = src[1];
+        dst[3 * e + 2] = src[2];
+    }
+    s->ms_place += grove__ot_now_ms() - t0;
+}
+#endif
+
 grove_status grove_octree_build(grove_ctx *ctx, const double *xyz, size_t n,
                                 const grove_octree_opts *opts, grove_octree **out,
                                 grove_octree_stats *stats)
@@ -207,6 +229,7 @@ grove_status grove_octree_build(grove_ctx *ctx, const double *xyz, size_t n,
     if (ctx->backend == GROVE_BACKEND_CUDA) {
 #ifdef GROVE_HAVE_CUDA
         st = grove__ot_build_cuda(ctx, xyz, t, &s);
+        if (st == GROVE_OK) gather_xyz(ctx, t, xyz, &s);
 #else
         st = grove__error(ctx, GROVE_ERR_UNSUPPORTED, "%s: built without the CUDA backend", fn);
 #endif

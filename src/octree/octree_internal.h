@@ -110,7 +110,9 @@ double grove__ot_now_ms(void);
  * During the call t->opts.progress / progress_user are the caller's (may be NULL): call it
  * after each batch from the calling thread; octree.c clears them when the build returns.
  * stats is never NULL (zeroed on entry); octree.c sets ms_total afterwards, the backends fill
- * the phases, batches and spill_rounds. */
+ * the phases, batches and spill_rounds.
+ * grove__ot_build_cuda leaves t->xyz allocated but not filled: octree.c copies the entries'
+ * coordinates from the input with all the host's threads (adding the time to ms_place). */
 grove_status grove__ot_build_cpu(grove_ctx *ctx, const double *xyz, grove_octree *t,
                                  grove_octree_stats *stats);
 grove_status grove__ot_build_cuda(grove_ctx *ctx, const double *xyz, grove_octree *t,
