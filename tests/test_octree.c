@@ -1,7 +1,7 @@
 /*
  * test_octree.c - tests of the octree module's build and queries (include/grove/octree.h).
  *
- *   test_octree [--backend cpu|cuda] [--large N] [--seed S] [--only quick]
+ *   test_octree [--backend cpu|cuda] [--large N] [--seed S] [--only quick|sanitize]
  *
  * Every tree passes the validator of octree_check.h (with the samples recomputed by brute force
  * on inputs up to 20,000 points), and does not depend on the batch size (1, 7, 1000, n and the
@@ -12,7 +12,9 @@
  * device-resident) and query runs on a CUDA context and is compared byte for byte with a CPU
  * context; without a GPU (or a CUDA build) it prints "SKIP: no GPU" and exits 77. --large N
  * runs only uniform and clustered sets of N points; --only quick leaves out the sets above 20,000
- * points (for compute-sanitizer).
+ * points; --only sanitize (for compute-sanitizer, where every kernel launch is slow) also
+ * compares batch sizes 1 and 7 only on sets of at most 40 points, whose thousands of batches
+ * took minutes under the tools.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -32,6 +34,9 @@
 static grove_ctx *g_ctx; /* the backend under test */
 static grove_ctx *g_cpu; /* CPU reference in --backend cuda mode, else NULL */
 static grove_ctx *g_one; /* CPU context with one thread (results must not depend on threads) */
+/* --only quick: the small sets, through every GPU path (counting, splitting, samples,
+ * placement, queries); 2 for --only sanitize (see the top). */
+static int g_quick;
 
 /* Exact status and a substring of the last-error message. */
 #define CHECK_ERR(ctx, expr, want, sub)                                                            \
@@ -246,6 +251,7 @@ static grove_octree *build_checked(const cloud *c, const grove_octree_opts *opts
             grove_octree_opts ob = o;
             char how[64];
             if (sizes[j] == 0 || (sizes[j] < 7 && c->n > 5000)) continue;
+            if (g_quick == 2 && sizes[j] <= 7 && c->n > 40) continue;
             ob.batch = sizes[j];
             u = build_on(g_ctx, c, &ob, NULL, what);
             snprintf(how, sizeof how, "batch %zu vs batch %zu", sizes[j], o.batch);
@@ -409,9 +415,6 @@ static grove_octree_opts opts_of(uint32_t max_points, int max_depth, int lod_gri
     return o;
 }
 
-/* --only quick (the compute-sanitizer runs): the small sets, through every GPU path (counting,
- * splitting, samples, placement, queries) without the sizes that take minutes under the tools. */
-static int g_quick;
 
 static void test_datasets(tu_rng *r)
 {
@@ -613,7 +616,8 @@ static void test_invalid(void)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: test_octree [--backend cpu|cuda] [--large N] [--seed S] [--only quick]\n");
+    fprintf(stderr, "usage: test_octree [--backend cpu|cuda] [--large N] [--seed S] "
+                    "[--only quick|sanitize]\n");
     return 1;
 }
 
@@ -623,8 +627,9 @@ int main(int argc, char **argv)
     grove_ctx_opts o;
     tu_rng r;
     if (tu_parse_args(argc, argv, &args) != 0) return usage();
-    if (args.only && strcmp(args.only, "quick") != 0) return usage();
-    g_quick = args.only != NULL;
+    if (args.only && strcmp(args.only, "quick") != 0 && strcmp(args.only, "sanitize") != 0)
+        return usage();
+    g_quick = !args.only ? 0 : strcmp(args.only, "quick") == 0 ? 1 : 2;
     grove_ctx_default_opts(&o);
     o.backend = GROVE_BACKEND_CPU;
     o.num_threads = 1;
