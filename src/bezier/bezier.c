@@ -1,7 +1,8 @@
 /*
  * bezier.c - the tessellation entry points of bezier.h: option and input checks, dispatch to the
  * CPU backend (bezier_cpu.c) or the CUDA one (bezier_cuda.cu, bezier_cdp.cu). The file functions
- * are in bezier_io.c.
+ * are in bezier_io.c (reading, text files), bezier_svg.c (SVG input) and bezier_write.c (CSV and
+ * SVG output).
  */
 #include <math.h>
 #include <stdlib.h>

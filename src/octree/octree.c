@@ -1,8 +1,9 @@
 /*
  * octree.c - public entry points of the octree module: option and point checks, the cube, the
  * build dispatch to the CPU backend (octree_cpu.c) or the CUDA backend (octree_cuda.cu), the
- * device-resident tree, destroy and the accessors. The queries are in octree_query.c, the
- * Potree files in octree_potree.c.
+ * device-resident tree, destroy and the accessors. The queries are in octree_query.c, the files
+ * in octree_potree.c (Potree output), octree_load.c (grove.octree), octree_export.c (Potree
+ * read-back) and octree_json.c.
  *
  * Every check happens here, before any backend runs, so both backends fail alike; the tree
  * itself is a function of the grid coordinates only (octree.h), so both give the same bytes.
