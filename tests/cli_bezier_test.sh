@@ -87,10 +87,13 @@ printf '0 0 1 1\n0 0 1 zz\n' >"$tmp/word.txt"
 run 2 "not a number" bezier "$tmp/word.txt" -o "$o" && err_has "word.txt:2: number 4 is not a number: 'zz'"
 printf '0 0 1 nan\n' >"$tmp/nan.txt"
 run 2 "NaN" bezier "$tmp/nan.txt" -o "$o" && err_has "nan.txt:1: number 4 is NaN"
-printf '<svg>\n<path d="M0 0 L1 1"/>\n<path id="arc" d="M0 0 A5 5 0 0 1 9 9"/>\n</svg>\n' >"$tmp/arc.svg"
-run 2 "arc" bezier "$tmp/arc.svg" -o "$o" &&
-    err_has "arc.svg:3: path 1 (id \"arc\"): command 'A' (elliptical arc) is not supported"
-run 2 "SVG read as text" bezier "$tmp/arc.svg" --format text -o "$o" && err_has "looks like SVG"
+printf '<svg>\n<path d="M0 0 L1 1"/>\n<path id="arc" d="M0 0 A5 5 0 2 1 9 9"/>\n</svg>\n' \
+    >"$tmp/badarc.svg"
+if run 2 "bad arc flag" bezier "$tmp/badarc.svg" -o "$o"; then
+    err_has "badarc.svg:3: path 1 (id \"arc\"): 'A' large-arc-flag must be 0 or 1, not '2'"
+    err_has "not '2' (character 13 of d)"
+fi
+run 2 "SVG read as text" bezier "$tmp/badarc.svg" --format text -o "$o" && err_has "looks like SVG"
 run 2 "missing file" bezier "$tmp/none.txt" -o "$o" && err_has "none.txt: cannot open"
 if [ "$have_python" -eq 1 ]; then
     python3 -c 'import sys; open(sys.argv[1], "w").write("1 " * 600000 + "\n")' "$tmp/long.txt"
@@ -139,6 +142,19 @@ if run 0 "SVG input, --svg" bezier "$tmp/three.svg" --svg "$tmp/p2.svg" --contro
         sed 's/.*points="\([^"]*\)".*/\1/' | tr ',' ' ')
     # shellcheck disable=SC2086
     echo $pts | awk '{ exit !($4 > $2 && $4 > $6) }' || fail "p2.svg: the SVG input is not upright ($pts)"
+fi
+# arcs become cubics of at most 90 degrees: a full circle of radius 5 about (5,0) drawn as two
+# half circles is 4 cubics; each quarter needs more than 8 vertices for tolerance 0.01, so
+# --max-points 8 gives 4 * 8 + 2 rows; the ends are the path's points exactly
+printf '<svg><path d="M0 0 A5 5 0 1 1 10 0 a5 5 0 0 1 -10 0 L0 3"/></svg>\n' >"$tmp/circle.svg"
+if run 0 "arcs" bezier "$tmp/circle.svg" -o "$tmp/arc.csv" --tolerance 0.01 --max-points 8 \
+    --backend cpu; then
+    out_has "5 curves (1 lines, 0 quadratics, 4 cubics)"
+    rows "$tmp/arc.csv" 34
+    grep -q '^0,0,0,0$' "$tmp/arc.csv" || fail "the circle does not start at (0,0)"
+    grep -q '^1,7,10,0$' "$tmp/arc.csv" || fail "the first half circle does not end at (10,0)"
+    grep -q '^3,7,0,0$' "$tmp/arc.csv" || fail "the circle does not close at (0,0)"
+    grep -q '^4,1,0,3$' "$tmp/arc.csv" || fail "the line after the arcs does not end at (0,3)"
 fi
 cp "$tmp/three.svg" "$tmp/three-svg.data"
 run 0 "--format svg" bezier "$tmp/three-svg.data" --format svg -o "$tmp/t3.csv" --tolerance 0.01 \

@@ -1,9 +1,10 @@
 /*
  * test_bezier_io.c - the bezier module's files: the text and SVG curve readers (every error with
  * its exact status and the words of its message), the SVG path grammar (relative and implicit
- * commands, the reflection rules of S and T, closepath), transforms on paths and groups, the XML
- * the scanner must step over, and the CSV and SVG writers (the CSV read back bit for bit; no
- * file left behind by a failure).
+ * commands, the reflection rules of S and T, closepath), elliptical arcs (checked against the
+ * SVG notes' centre parameterization, evaluated along the cubics), transforms on paths and
+ * groups, the XML the scanner must step over, and the CSV and SVG writers (the CSV read back bit
+ * for bit; no file left behind by a failure).
  *
  * Polylines are filled by hand here: the tessellation itself is test_bezier.c's subject.
  * Usage: test_bezier_io [--seed S] [--large N] (N curves through the text reader and the CSV
@@ -335,23 +336,25 @@ static void test_svg_commands(void)
                GROVE_CURVES_SVG, 1, deg, cp, 0);
         BAD("empty-idx.svg",
             svg_wrap("<path/><path d=''/><path d=' M 3 3 '/><path d='M0 0H1'/>"
-                     "<path id='fifth' d='M0 0A1 1 0 0 1 2 2'/>"),
-            GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT, "path 4 (id \"fifth\"): command 'A'", NULL);
+                     "<path id='fifth' d='M0 0A1 1 0 0 7 2 2'/>"),
+            GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+            "path 4 (id \"fifth\"): 'A' sweep-flag must be 0 or 1, not '7'", NULL);
     }
 }
 
 static void test_svg_errors(void)
 {
     BAD("arc.svg",
-        "<svg>\n<path d='M0 0 L1 1'/>\n\n<path id=\"a&amp;b\"\n d='M0 0 L 1 1 a 5 5 0 0 1 2 2'/>"
+        "<svg>\n<path d='M0 0 L1 1'/>\n\n<path id=\"a&amp;b\"\n d='M0 0 L 1 1 a 5 5 0 2 1 2 2'/>"
         "</svg>",
         GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
-        "arc.svg:5: path 1 (id \"a&b\"): command 'a' (elliptical arc) is not supported",
-        "character 12 of d");
-    BAD("arc2.svg", svg_wrap("<path d='M0 0A1 1 0 0 1 2 2'/>"), GROVE_CURVES_SVG,
-        GROVE_ERR_BAD_INPUT, "path 0: command 'A' (elliptical arc) is not supported", NULL);
+        "arc.svg:5: path 1 (id \"a&b\"): 'a' large-arc-flag must be 0 or 1, not '2'",
+        "character 20 of d");
     BAD("unknown.svg", svg_wrap("<path d='M0 0 B 1 1'/>"), GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
-        "path 0: command 'B' is not supported", NULL);
+        "path 0: command 'B' is not supported (M L H V Q T C S A Z are, in either case) "
+        "(character 6 of d)", NULL);
+    BAD("unknownr.svg", svg_wrap("<path d='M0 0 r 1 1'/>"), GROVE_CURVES_SVG,
+        GROVE_ERR_BAD_INPUT, "path 0: command 'r' is not supported", NULL);
     BAD("missing.svg", svg_wrap("<path d='M0 0 C 1 1 2 2 3'/>"), GROVE_CURVES_SVG,
         GROVE_ERR_BAD_INPUT, "path 0: 'C' needs 6 numbers, found 5 before the end", NULL);
     BAD("missingh.svg", svg_wrap("<path d='M0 0 H'/>"), GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
@@ -566,6 +569,545 @@ static void test_svg_random(uint64_t seed, size_t npaths, size_t segs)
     free(text);
     free(cp);
     free(deg);
+}
+
+/* ---- SVG arcs ---- */
+
+/* The largest distance from the centre, less the radius, of the cubic with handles
+ * (4/3) tan(theta/4) that approximates a 90-degree arc of the unit circle (it is never inside
+ * the circle; smaller pieces stay closer). */
+#define ARC_MAX_RADIAL 2.726e-4
+
+/* An ellipse's arc in SVG's centre parameterization: the points
+ * (cx, cy) + rotate(phi) (rx cos t, ry sin t) for t from th1 to th1 + dth (radians). */
+typedef struct arc_ref {
+    double cx, cy, rx, ry, phi, th1, dth;
+} arc_ref;
+
+/* The oracle: SVG 1.1's endpoint-to-centre conversion (F.6.5, with F.6.6's scaling) written
+ * out as the notes give it, angles by acos, independently of the reader's formulation. */
+static void arc_oracle(double x1, double y1, double x2, double y2, double rx, double ry,
+                       double deg, int fa, int fs, arc_ref *e)
+{
+    const double pi = 3.14159265358979323846;
+    double phi = deg * pi / 180, c = cos(phi), s = sin(phi);
+    double xp = c * (x1 - x2) / 2 + s * (y1 - y2) / 2, yp = -s * (x1 - x2) / 2 + c * (y1 - y2) / 2;
+    double lam, num, den, k, cxp, cyp, ux, uy, vx, vy, d;
+    rx = fabs(rx), ry = fabs(ry);
+    lam = xp * xp / (rx * rx) + yp * yp / (ry * ry);
+    if (lam > 1) rx *= sqrt(lam), ry *= sqrt(lam);
+    num = rx * rx * ry * ry - rx * rx * yp * yp - ry * ry * xp * xp;
+    den = rx * rx * yp * yp + ry * ry * xp * xp;
+    k = (fa != fs ? 1 : -1) * sqrt(num > 0 ? num / den : 0);
+    cxp = k * rx * yp / ry, cyp = -k * ry * xp / rx;
+    e->cx = c * cxp - s * cyp + (x1 + x2) / 2;
+    e->cy = s * cxp + c * cyp + (y1 + y2) / 2;
+    e->rx = rx, e->ry = ry, e->phi = phi;
+    ux = (xp - cxp) / rx, uy = (yp - cyp) / ry, vx = (-xp - cxp) / rx, vy = (-yp - cyp) / ry;
+    e->th1 = (uy < 0 ? -1 : 1) * acos(fmax(-1, fmin(1, ux / hypot(ux, uy))));
+    d = (ux * vx + uy * vy) / (hypot(ux, uy) * hypot(vx, vy));
+    e->dth = (ux * vy - uy * vx < 0 ? -1 : 1) * acos(fmax(-1, fmin(1, d)));
+    if (!fs && e->dth > 0) e->dth -= 2 * pi;
+    if (fs && e->dth < 0) e->dth += 2 * pi;
+}
+
+static void bez3(const float *p, double t, double *out)
+{
+    double u = 1 - t, b0 = u * u * u, b1 = 3 * u * u * t, b2 = 3 * u * t * t, b3 = t * t * t;
+    out[0] = b0 * p[0] + b1 * p[2] + b2 * p[4] + b3 * p[6];
+    out[1] = b0 * p[1] + b1 * p[3] + b2 * p[5] + b3 * p[7];
+}
+
+/* Checks curves c[first .. first+count) as the arc e from (x1, y1) to (x2, y2), drawn through
+ * the affine map m (NULL: none; e is then in the same coordinates as the curves): all cubics,
+ * at most 90 degrees each, the first starting at the start and the last ending at the end bit
+ * for bit (as floats), each starting where the one before ends; sampled at 65 parameters each,
+ * every point (mapped back through m) is on the ellipse within the approximation's radial
+ * error plus float rounding, the angle moves one way only, starts at th1 and sweeps dth.
+ * want_count: the number of cubics, or 0 for "what dth needs". */
+static void check_arc(int line, const char *what, const grove_curves *c, size_t first,
+                      size_t count, const arc_ref *e, const double *m, double x1, double y1,
+                      double x2, double y2, size_t want_count)
+{
+    const double pi = 3.14159265358979323846;
+    double inv[6] = {1, 0, 0, 1, 0, 0}, maxabs = 0, amp = 1, tol, swept = 0, prev = 0;
+    double cs = cos(e->phi), sn = sin(e->phi), rmin = 1, rmax = 1;
+    float s0[2], s1[2];
+    int bad = 0;
+    if (m) {
+        double det = m[0] * m[3] - m[1] * m[2];
+        inv[0] = m[3] / det, inv[1] = -m[1] / det, inv[2] = -m[2] / det, inv[3] = m[0] / det;
+        inv[4] = -(inv[0] * m[4] + inv[2] * m[5]), inv[5] = -(inv[1] * m[4] + inv[3] * m[5]);
+        amp = sqrt(inv[0] * inv[0] + inv[1] * inv[1] + inv[2] * inv[2] + inv[3] * inv[3]);
+    }
+    {
+        double t0[2] = {x1, y1}, t1[2] = {x2, y2};
+        if (m) apply(m, x1, y1, t0), apply(m, x2, y2, t1);
+        s0[0] = (float)t0[0], s0[1] = (float)t0[1], s1[0] = (float)t1[0], s1[1] = (float)t1[1];
+    }
+    if (!want_count) {
+        double q = fabs(e->dth) / (pi / 2);
+        want_count = (size_t)ceil(q - 1e-9);
+        if (want_count < 1) want_count = 1;
+        /* an arc within rounding of a whole number of quarter turns may take either count */
+        if (fabs(q - floor(q + 0.5)) < 1e-6 && (count == (size_t)floor(q + 0.5) ||
+                                                count == (size_t)floor(q + 0.5) + 1))
+            want_count = count;
+    }
+    if (count != want_count || first + count > c->n) {
+        fprintf(stderr, "%s:%d: %s: %zu cubics, want %zu\n", __FILE__, line, what, count,
+                want_count);
+        tu_failures++;
+        return;
+    }
+    for (size_t i = first; i < first + count; i++) {
+        if (c->degree[i] != 3) {
+            fprintf(stderr, "%s:%d: %s: curve %zu has degree %d\n", __FILE__, line, what, i,
+                    c->degree[i]);
+            tu_failures++;
+            return;
+        }
+        for (int k = 0; k < 8; k++) maxabs = fmax(maxabs, fabs(c->cp[8 * i + k]));
+    }
+    tol = 4 * FLT_EPSILON * maxabs * amp / fmin(e->rx, e->ry) + 1e-12;
+    if (memcmp(&c->cp[8 * first], s0, sizeof s0) != 0 ||
+        memcmp(&c->cp[8 * (first + count - 1) + 6], s1, sizeof s1) != 0) {
+        fprintf(stderr, "%s:%d: %s: ends (%.9g, %.9g) .. (%.9g, %.9g), want (%.9g, %.9g) .. "
+                "(%.9g, %.9g)\n", __FILE__, line, what, c->cp[8 * first], c->cp[8 * first + 1],
+                c->cp[8 * (first + count - 1) + 6], c->cp[8 * (first + count - 1) + 7], s0[0],
+                s0[1], s1[0], s1[1]);
+        tu_failures++;
+    }
+    for (size_t i = first; i < first + count; i++) {
+        double piece = 0;
+        if (i > first && memcmp(&c->cp[8 * i], &c->cp[8 * i - 2], 2 * sizeof(float)) != 0) bad++;
+        for (int j = 0; j <= 64; j++) {
+            double p[2], q[2], lx, ly, r, ang, d;
+            bez3(c->cp + 8 * i, j / 64.0, p);
+            if (m) apply(inv, p[0], p[1], q), p[0] = q[0], p[1] = q[1];
+            lx = (cs * (p[0] - e->cx) + sn * (p[1] - e->cy)) / e->rx;
+            ly = (-sn * (p[0] - e->cx) + cs * (p[1] - e->cy)) / e->ry;
+            r = hypot(lx, ly);
+            rmin = fmin(rmin, r), rmax = fmax(rmax, r);
+            ang = atan2(ly, lx);
+            if (i == first && j == 0) {
+                if (fabs(remainder(ang - e->th1, 2 * pi)) > 10 * tol + 1e-9) bad++;
+            } else {
+                d = remainder(ang - prev, 2 * pi);
+                if (d * (e->dth < 0 ? -1 : 1) < -10 * tol) bad++; /* backwards */
+                swept += d;
+                if (j) piece += d;
+            }
+            prev = ang;
+        }
+        if (fabs(piece) > pi / 2 + 10 * tol + 1e-9) bad++;
+    }
+    if (rmin < 1 - tol || rmax > 1 + ARC_MAX_RADIAL + tol) bad++;
+    if (fabs(swept - e->dth) > 10 * tol + 1e-9) bad++;
+    if (bad) {
+        fprintf(stderr, "%s:%d: %s: %d problems: radius %.9g .. %.9g (tolerance %.3g), swept "
+                "%.9g, want %.9g from %.9g\n", __FILE__, line, what, bad, rmin, rmax, tol,
+                swept, e->dth, e->th1);
+        tu_failures++;
+    }
+}
+
+/* Reads body (inside <svg>) into *c: 0, or -1 after reporting the failure. */
+static int read_body(int line, const char *name, const char *body, grove_curves *c)
+{
+    write_file(path_in(name), svg_wrap(body));
+    if (grove_curves_read(ctx, path_in(name), GROVE_CURVES_SVG, c) == GROVE_OK) return 0;
+    fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, line, name, grove_ctx_last_error(ctx));
+    tu_failures++;
+    return -1;
+}
+
+/* Two path bodies that must give the same curves, bit for bit. */
+static void expect_same(int line, const char *b1, const char *b2)
+{
+    grove_curves c1, c2;
+    if (read_body(line, "same1.svg", b1, &c1) != 0) return;
+    if (read_body(line, "same2.svg", b2, &c2) == 0) {
+        int same = c1.n == c2.n && c1.n > 0 && memcmp(c1.degree, c2.degree, c1.n) == 0 &&
+                   memcmp(c1.cp, c2.cp, 8 * c1.n * sizeof(float)) == 0;
+        if (!same) {
+            fprintf(stderr, "%s:%d: %zu and %zu curves, not the same: %s vs %s\n", __FILE__, line,
+                    c1.n, c2.n, b1, b2);
+            tu_failures++;
+        }
+        grove_curves_free(&c2);
+    }
+    grove_curves_free(&c1);
+}
+
+/* The point halfway along the arc of c[first .. first+count): the pieces split the angle
+ * evenly and each is symmetric, so it is a piece's end or the middle piece at t = 1/2, where
+ * the approximation meets the arc. */
+static void arc_middle(const grove_curves *c, size_t first, size_t count, double *out)
+{
+    if (count % 2 == 0) {
+        out[0] = c->cp[8 * (first + count / 2)];
+        out[1] = c->cp[8 * (first + count / 2) + 1];
+    } else {
+        bez3(c->cp + 8 * (first + count / 2), 0.5, out);
+    }
+}
+
+static void test_svg_arcs(void)
+{
+    const double pi = 3.14159265358979323846, k = 4.0 / 3.0 * tan(pi / 8);
+    grove_curves c;
+    {
+        /* a quarter circle: one cubic with the textbook control points */
+        const int deg[] = {3};
+        const double cp[] = {10, 0, 10, 10 * k, 10 * k, 10, 0, 10};
+        CURVES("quarter.svg", svg_wrap("<path d='M10 0 A10 10 0 0 1 0 10'/>"), GROVE_CURVES_SVG,
+               1, deg, cp, 1e-6);
+    }
+    if (read_body(__LINE__, "quarters.svg",
+                  "<path d='M110 50 A10 10 0 0 1 100 60 M110 50 A10 10 0 0 0 100 60'/>",
+                  &c) == 0) {
+        /* away from the origin; the other sweep turns the other way about the other centre */
+        arc_ref a = {100, 50, 10, 10, 0, 0, pi / 2}, b = {110, 60, 10, 10, 0, -pi / 2, -pi / 2};
+        CHECK(c.n == 2);
+        check_arc(__LINE__, "quarter", &c, 0, 1, &a, NULL, 110, 50, 100, 60, 1);
+        check_arc(__LINE__, "quarter, sweep 0", &c, 1, 1, &b, NULL, 110, 50, 100, 60, 1);
+        grove_curves_free(&c);
+    }
+    if (read_body(__LINE__, "half.svg", "<path d='M0 0 A5 5 0 0 1 10 0'/>", &c) == 0) {
+        /* sweep 1 is the increasing angle: from 180 degrees through 270, which is y = -5 */
+        arc_ref a = {5, 0, 5, 5, 0, pi, pi};
+        double mid[2];
+        check_arc(__LINE__, "half", &c, 0, c.n, &a, NULL, 0, 0, 10, 0, 2);
+        arc_middle(&c, 0, c.n, mid);
+        CHECK_MSG(fabs(mid[0] - 5) < 1e-5 && fabs(mid[1] + 5) < 1e-5, "half: middle %g %g", mid[0],
+                  mid[1]);
+        grove_curves_free(&c);
+    }
+    /* full circles: two arcs each, both ways round, absolute and relative */
+    if (read_body(__LINE__, "full.svg",
+                  "<path d='M0 0 A5 5 0 1 1 10 0 A5 5 0 1 1 0 0'/>"
+                  "<path d='M0 0 a5 5 0 1 0 10 0 a5 5 0 1 0 -10 0'/>",
+                  &c) == 0) {
+        arc_ref a1 = {5, 0, 5, 5, 0, pi, pi}, a2 = {5, 0, 5, 5, 0, 0, pi};
+        arc_ref b1 = {5, 0, 5, 5, 0, pi, -pi}, b2 = {5, 0, 5, 5, 0, 0, -pi};
+        double mid[2];
+        CHECK_MSG(c.n == 8, "full: %zu curves", c.n);
+        if (c.n == 8) {
+            check_arc(__LINE__, "full, first half", &c, 0, 2, &a1, NULL, 0, 0, 10, 0, 2);
+            check_arc(__LINE__, "full, second half", &c, 2, 2, &a2, NULL, 10, 0, 0, 0, 2);
+            check_arc(__LINE__, "full reversed, first", &c, 4, 2, &b1, NULL, 0, 0, 10, 0, 2);
+            check_arc(__LINE__, "full reversed, second", &c, 6, 2, &b2, NULL, 10, 0, 0, 0, 2);
+            arc_middle(&c, 4, 2, mid);
+            CHECK(fabs(mid[0] - 5) < 1e-5 && fabs(mid[1] - 5) < 1e-5);
+        }
+        grove_curves_free(&c);
+    }
+    {
+        /* the four arcs of radius 2 from (0,0) to (2,0): the flags choose the centre (1, +-sqrt 3)
+         * and the side; the large arcs take four pieces of 75 degrees, the small ones one */
+        static const struct {
+            int fa, fs;
+            double cy, th1, dth, midy;
+            size_t n;
+        } f[4] = {{0, 1, 1.7320508075688772, -2 * 3.14159265358979323846 / 3,
+                   3.14159265358979323846 / 3, 1.7320508075688772 - 2, 1},
+                  {1, 0, 1.7320508075688772, -2 * 3.14159265358979323846 / 3,
+                   -5 * 3.14159265358979323846 / 3, 1.7320508075688772 + 2, 4},
+                  {0, 0, -1.7320508075688772, 2 * 3.14159265358979323846 / 3,
+                   -3.14159265358979323846 / 3, 2 - 1.7320508075688772, 1},
+                  {1, 1, -1.7320508075688772, 2 * 3.14159265358979323846 / 3,
+                   5 * 3.14159265358979323846 / 3, -1.7320508075688772 - 2, 4}};
+        for (int i = 0; i < 4; i++) {
+            char body[128];
+            snprintf(body, sizeof body, "<path d='M0 0 A2 2 0 %d %d 2 0'/>", f[i].fa, f[i].fs);
+            if (read_body(__LINE__, "flags.svg", body, &c) == 0) {
+                arc_ref a = {1, f[i].cy, 2, 2, 0, f[i].th1, f[i].dth};
+                double mid[2];
+                check_arc(__LINE__, body, &c, 0, c.n, &a, NULL, 0, 0, 2, 0, f[i].n);
+                if (c.n == f[i].n) {
+                    arc_middle(&c, 0, c.n, mid);
+                    CHECK_MSG(fabs(mid[0] - 1) < 1e-5 && fabs(mid[1] - f[i].midy) < 1e-5,
+                              "%s: middle (%.9g, %.9g), want (1, %.9g)", body, mid[0], mid[1],
+                              f[i].midy);
+                }
+                grove_curves_free(&c);
+            }
+        }
+    }
+    {
+        /* rotated ellipses: rx 20, ry 8 turned 30 degrees about (50, 40), from angle 0.3 through
+         * 3.5 radians (large arc, sweep 1) and back the short way; 390 degrees is 30 */
+        double cs = cos(pi / 6), sn = sin(pi / 6), p[2][2], t[2] = {0.3, 3.8};
+        char body[512];
+        for (int j = 0; j < 2; j++) {
+            double ex = 20 * cos(t[j]), ey = 8 * sin(t[j]);
+            p[j][0] = (float)(50 + cs * ex - sn * ey);
+            p[j][1] = (float)(40 + sn * ex + cs * ey);
+        }
+        snprintf(body, sizeof body,
+                 "<path d='M%.9g %.9g A20 8 30 1 1 %.9g %.9g A 20 8 30 0 0 %.9g %.9g'/>"
+                 "<path d='M%.9g %.9g A20 8 390 1 1 %.9g %.9g'/>"
+                 "<path d='M%.9g %.9g A8 20 120 1 1 %.9g %.9g'/>",
+                 p[0][0], p[0][1], p[1][0], p[1][1], p[0][0], p[0][1], p[0][0], p[0][1],
+                 p[1][0], p[1][1], p[0][0], p[0][1], p[1][0], p[1][1]);
+        if (read_body(__LINE__, "rotated.svg", body, &c) == 0) {
+            arc_ref a, b, s;
+            arc_oracle(p[0][0], p[0][1], p[1][0], p[1][1], 20, 8, 30, 1, 1, &a);
+            arc_oracle(p[1][0], p[1][1], p[0][0], p[0][1], 20, 8, 30, 0, 0, &b);
+            arc_oracle(p[0][0], p[0][1], p[1][0], p[1][1], 8, 20, 120, 1, 1, &s);
+            CHECK_MSG(fabs(a.cx - 50) < 1e-4 && fabs(a.cy - 40) < 1e-4 && fabs(a.dth - 3.5) < 1e-4,
+                      "rotated: oracle centre %g %g sweep %g", a.cx, a.cy, a.dth);
+            CHECK_MSG(c.n == 3 + 2 + 3 + 3, "rotated: %zu curves", c.n);
+            if (c.n == 11) {
+                check_arc(__LINE__, "rotated", &c, 0, 3, &a, NULL, p[0][0], p[0][1], p[1][0],
+                          p[1][1], 3);
+                check_arc(__LINE__, "rotated back", &c, 3, 2, &b, NULL, p[1][0], p[1][1], p[0][0],
+                          p[0][1], 2);
+                CHECK(memcmp(c.cp + 8 * 5, c.cp, 3 * 8 * sizeof(float)) == 0); /* 390 = 30 */
+                check_arc(__LINE__, "axes swapped", &c, 8, 3, &s, NULL, p[0][0], p[0][1],
+                          p[1][0], p[1][1], 3);
+            }
+            grove_curves_free(&c);
+        }
+    }
+    if (read_body(__LINE__, "small.svg",
+                  "<path d='M0 0 A1 1 0 0 1 10 0'/><path d='M0 0 A1 2 0 1 1 10 0'/>"
+                  "<path d='M0 0 A2 1 90 0 0 0 10'/>",
+                  &c) == 0) {
+        /* radii too small grow in proportion until the endpoints fit: half ellipses about the
+         * chord's middle, either flag (F.6.6) */
+        arc_ref a = {5, 0, 5, 5, 0, pi, pi}, b = {5, 0, 5, 10, 0, pi, pi};
+        arc_ref d = {0, 5, 5, 2.5, pi / 2, pi, -pi};
+        double mid[2];
+        CHECK_MSG(c.n == 6, "small: %zu curves", c.n);
+        if (c.n == 6) {
+            check_arc(__LINE__, "small radii", &c, 0, 2, &a, NULL, 0, 0, 10, 0, 2);
+            check_arc(__LINE__, "small ellipse", &c, 2, 2, &b, NULL, 0, 0, 10, 0, 2);
+            arc_middle(&c, 2, 2, mid);
+            CHECK(fabs(mid[0] - 5) < 1e-5 && fabs(mid[1] + 10) < 1e-5);
+            check_arc(__LINE__, "small, rotated", &c, 4, 2, &d, NULL, 0, 0, 0, 10, 2);
+            arc_middle(&c, 4, 2, mid);
+            CHECK_MSG(fabs(mid[0] + 2.5) < 1e-5 && fabs(mid[1] - 5) < 1e-5, "small, rotated: "
+                      "middle (%.9g, %.9g)", mid[0], mid[1]);
+        }
+        grove_curves_free(&c);
+    }
+    {
+        /* a zero radius is a line, equal endpoints are no curve (whatever the flags), and
+         * neither stops the path; S and T after an arc start from the current point */
+        const int deg[] = {1, 1, 1, 1, 3, 2};
+        const double cp[] = {1, 2, 7, 9, 0, 0, 0, 0,  7, 9, 8, 10, 0, 0, 0, 0,
+                             8, 10, 8, 10, 0, 0, 0, 0, 8, 10, 3, 4, 0, 0, 0, 0,
+                             3, 4, 3, 4, 5, 6, 7, 8,   7, 8, 7, 8, 9, 9, 0, 0};
+        CURVES("degenerate.svg",
+               svg_wrap("<path d='M1 2 A0 5 0 1 1 7 9 a5 0 0 0 0 1 1 a 5 5 0 1 1 0 0 "
+                        "A5 5 0 0 0 8 10 l0 0 L3 4 A1 1 0 1 0 3 4 S5 6 7 8 "
+                        "m0 0 a0 0 0 0 0 0 0 T9 9'/>"),
+               GROVE_CURVES_SVG, 6, deg, cp, 0);
+    }
+    /* negative radii are their absolute values; relative endpoints; repeated arguments repeat
+     * the arc; flags glued to each other and to the next number */
+    expect_same(__LINE__, "<path d='M0 0 A-5 -5 0 0 1 10 0'/>", "<path d='M0 0 A5 5 0 0 1 10 0'/>");
+    expect_same(__LINE__, "<path d='M0 0 A-5 3 20 1 0 10 1'/>",
+                "<path d='M0 0 A5 3 20 1 0 10 1'/>");
+    expect_same(__LINE__, "<path d='M10 10 a5 5 0 0 1 10 0 5 5 0 0 1 10 0'/>",
+                "<path d='M10 10 A5 5 0 0 1 20 10 A5 5 0 0 1 30 10'/>");
+    expect_same(__LINE__, "<path d='M0 0a1 1 0 00 1 1'/>", "<path d='M0 0 a 1 1 0 0 0 1 1'/>");
+    expect_same(__LINE__, "<path d='M0 0A5 5 0 1110 0'/>", "<path d='M0 0 A5 5 0 1 1 10 0'/>");
+    expect_same(__LINE__, "<path d='M0 0A5 5 0 0 1-10 0'/>", "<path d='M0 0 A5 5 0 0 1 -10 0'/>");
+    expect_same(__LINE__, "<path d='M0 0a1,1,0,1,0,2,0'/>", "<path d='M0 0 a1 1 0 1 0 2 0'/>");
+    expect_same(__LINE__, "<path d='M0 0A3,2,15,0,1.5,1'/>", "<path d='M0 0 A3 2 15 0 1 .5 1'/>");
+    {
+        /* transforms apply to the cubics: a scaled and moved circle is a circle, a circle
+         * scaled unevenly the ellipse, and under any matrix each control point is the
+         * transformed one of the untransformed arc */
+        const double m[6] = {1.5, 0.5, -0.3f, 0.8f, 10, -4}; /* as the reader rounds them */
+        grove_curves u;
+        if (read_body(__LINE__, "tarc.svg",
+                      "<g transform='translate(100 50) scale(2)'>"
+                      "<path d='M10 0 A10 10 0 0 1 0 10'/></g>"
+                      "<path transform='scale(3 1)' d='M10 0 A10 10 0 0 1 -10 0'/>"
+                      "<path transform='matrix(1.5 0.5 -0.3 0.8 10 -4)'"
+                      " d='M1 2 A7 4 25 1 0 9 -3'/>",
+                      &c) == 0) {
+            arc_ref a = {100, 50, 20, 20, 0, 0, pi / 2}, b = {0, 0, 30, 10, 0, 0, pi}, o;
+            CHECK_MSG(c.n >= 1 + 2 + 1, "tarc: %zu curves", c.n);
+            if (c.n >= 4) {
+                check_arc(__LINE__, "scaled circle", &c, 0, 1, &a, NULL, 120, 50, 100, 70, 1);
+                check_arc(__LINE__, "ellipse by scale", &c, 1, 2, &b, NULL, 30, 0, -30, 0, 2);
+                arc_oracle(1, 2, 9, -3, 7, 4, 25, 1, 0, &o);
+                check_arc(__LINE__, "matrix", &c, 3, c.n - 3, &o, m, 1, 2, 9, -3, 0);
+                if (read_body(__LINE__, "tarc0.svg", "<path d='M1 2 A7 4 25 1 0 9 -3'/>", &u) ==
+                    0) {
+                    size_t bad = u.n != c.n - 3;
+                    for (size_t i = 0; i < u.n && 3 + i < c.n; i++)
+                        for (int j = 0; j < 4; j++) {
+                            double w[2];
+                            apply(m, u.cp[8 * i + 2 * j], u.cp[8 * i + 2 * j + 1], w);
+                            bad += fabs(w[0] - c.cp[8 * (3 + i) + 2 * j]) > 1e-6 * (1 + fabs(w[0]));
+                            bad += fabs(w[1] - c.cp[8 * (3 + i) + 2 * j + 1]) >
+                                   1e-6 * (1 + fabs(w[1]));
+                        }
+                    CHECK_MSG(bad == 0, "matrix: %zu control points differ", bad);
+                    grove_curves_free(&u);
+                }
+            }
+            grove_curves_free(&c);
+        }
+    }
+}
+
+static void test_svg_arc_errors(void)
+{
+    /* each a path element, the words its message must hold (two pieces at most) */
+    static const struct {
+        const char *path, *m1, *m2;
+    } cases[] = {
+        {"<path d='M0 0 A 1 1 0 2 1 5 5'/>",
+         "path 0: 'A' large-arc-flag must be 0 or 1, not '2' (character 14 of d)", NULL},
+        {"<path id='s' d='M0 0 L1 1 a1 1 0 1 -1 5 5'/>",
+         "path 0 (id \"s\"): 'a' sweep-flag must be 0 or 1, not '-1' (character 20 of d)", NULL},
+        {"<path d='M0 0 A1 1 0 .5 1 5 5'/>", "'A' large-arc-flag must be 0 or 1, not '.5'", NULL},
+        {"<path d='M0 0 A1 1 0 0 +1 5 5'/>", "'A' sweep-flag must be 0 or 1, not '+1'", NULL},
+        {"<path d='M0 0 A 1 1 0 1'/>", "path 0: 'A' needs 7 numbers, found 4 before the end", NULL},
+        {"<path d='M0 0 A 1 1'/>", "path 0: 'A' needs 7 numbers, found 2 before the end", NULL},
+        {"<path d='M0 0 a 1 1 0 Z'/>", "'a' needs 7 numbers, found 3 before 'Z'",
+         "character 14 of d"},
+        {"<path d='M0 0 A 1 1 0 1 1 5 L 1 1'/>", "'A' needs 7 numbers, found 6 before 'L'", NULL},
+        {"<path d='M0 0 a 1 1 0 1 1 5 5 1 1 0 1'/>", "'a' needs 7 numbers, found 4 before the end",
+         NULL},
+        {"<path d='M0 0 A 1 1 0 1e0 1 5 5'/>", "'A' needs 7 numbers, found 4 before 'e'", NULL},
+        {"<path d='M0 0 A 1e39 1 0 0 1 5 5'/>", "path 0: number '1e39' is out of float range",
+         NULL},
+        /* the large arc of a circle as wide as float's range leaves it */
+        {"<path d='M0 0 A 3e38 3e38 0 1 1 1 0'/>", "path 0: a control point (",
+         "is out of float range after the transform"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "arcbad%zu.svg", i);
+        BAD(name, svg_wrap(cases[i].path), GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT, cases[i].m1,
+            cases[i].m2);
+    }
+}
+
+/* Random arcs, chained along paths, each checked against the oracle: absolute and relative,
+ * flags glued or apart, radii of every size (small ones scaled up), any rotation, some zero
+ * radii and equal endpoints, and half of the paths under a random matrix (reflections too). */
+static void test_svg_arcs_random(uint64_t seed, size_t npaths, size_t arcs)
+{
+    typedef struct {
+        double x1, y1, x2, y2, rx, ry, deg;
+        int fa, fs;
+        size_t path;
+    } arc_in;
+    tu_rng r = {seed};
+    size_t cap = npaths * (arcs * 200 + 300) + 64, len = 0, na = 0, at = 0;
+    char *text = (char *)tu_malloc(cap);
+    arc_in *in = (arc_in *)tu_malloc(npaths * arcs * sizeof *in);
+    double(*mat)[6] = (double(*)[6])tu_malloc(npaths * sizeof *mat);
+    int *has_m = (int *)tu_malloc(npaths * sizeof(int));
+    grove_curves c;
+    len += (size_t)snprintf(text + len, cap - len, "<svg>\n");
+    for (size_t p = 0; p < npaths; p++) {
+        float x = tu_f32(&r, -100, 100), y = tu_f32(&r, -100, 100);
+        double cx = x, cy = y;
+        has_m[p] = tu_u32(&r) % 2;
+        if (has_m[p]) {
+            float v[6] = {tu_f32(&r, 0.5f, 2), tu_f32(&r, -0.4f, 0.4f), tu_f32(&r, -0.4f, 0.4f),
+                          tu_f32(&r, 0.5f, 2), tu_f32(&r, -50, 50),     tu_f32(&r, -50, 50)};
+            if (tu_u32(&r) % 3 == 0) v[0] = -v[0];
+            for (int k = 0; k < 6; k++) mat[p][k] = v[k];
+            len += (size_t)snprintf(text + len, cap - len,
+                                    "<path transform='matrix(%.9g %.9g %.9g %.9g %.9g %.9g)' ",
+                                    (double)v[0], (double)v[1], (double)v[2], (double)v[3],
+                                    (double)v[4], (double)v[5]);
+        } else {
+            len += (size_t)snprintf(text + len, cap - len, "<path ");
+        }
+        len += (size_t)snprintf(text + len, cap - len, "d='M%.9g %.9g", (double)x, (double)y);
+        for (size_t s = 0; s < arcs; s++) {
+            arc_in *a = &in[na++];
+            uint32_t kind = tu_u32(&r) % 40;
+            int rel = tu_u32(&r) % 3 == 0 || kind == 1, glue = tu_u32(&r) % 3 == 0;
+            float rx = tu_u32(&r) % 10 == 0 ? tu_f32(&r, 0.01f, 1) : tu_f32(&r, 0.1f, 150);
+            float ry = (float)(rx * tu_f32(&r, 0.2f, 5)), rot = tu_f32(&r, -720, 720);
+            float ex = tu_f32(&r, -100, 100), ey = tu_f32(&r, -100, 100), ox, oy;
+            if (tu_u32(&r) % 10 == 0) rx = -rx;
+            if (tu_u32(&r) % 10 == 0) ry = -ry;
+            if (kind == 0) {
+                if (tu_u32(&r) % 2) rx = 0;
+                else ry = 0;
+            }
+            a->fa = (int)(tu_u32(&r) % 2), a->fs = (int)(tu_u32(&r) % 2);
+            a->rx = rx, a->ry = ry, a->deg = rot, a->path = p;
+            a->x1 = cx, a->y1 = cy;
+            if (kind == 1) { /* equal endpoints: a relative arc to (0, 0) */
+                ox = 0, oy = 0;
+                a->x2 = cx, a->y2 = cy;
+            } else if (rel) {
+                ox = (float)(ex - cx), oy = (float)(ey - cy);
+                a->x2 = cx + ox, a->y2 = cy + oy;
+            } else {
+                ox = ex, oy = ey;
+                a->x2 = ex, a->y2 = ey;
+            }
+            len += (size_t)snprintf(text + len, cap - len, " %c%.9g %.9g %.9g %d%s%d %.9g %.9g",
+                                    rel ? 'a' : 'A', (double)rx, (double)ry, (double)rot, a->fa,
+                                    glue ? "" : " ", a->fs, (double)ox, (double)oy);
+            cx = a->x2, cy = a->y2;
+        }
+        len += (size_t)snprintf(text + len, cap - len, "'/>\n");
+    }
+    snprintf(text + len, cap - len, "</svg>\n");
+    write_file(path_in("arcs.svg"), text);
+    if (grove_curves_read(ctx, path_in("arcs.svg"), GROVE_CURVES_SVG, &c) != GROVE_OK) {
+        FAIL("random arcs (seed %llu): %s", (unsigned long long)seed, grove_ctx_last_error(ctx));
+        c.n = 0, c.cp = NULL, c.degree = NULL;
+        na = 0;
+    }
+    for (size_t i = 0; i < na; i++) {
+        const arc_in *a = &in[i];
+        const double *m = has_m[a->path] ? mat[a->path] : NULL;
+        double e0[2] = {a->x2, a->y2}, s0[2] = {a->x1, a->y1};
+        float end[2], start[2];
+        size_t n = 0;
+        char what[96];
+        if (a->x1 == a->x2 && a->y1 == a->y2) continue; /* no curve */
+        if (m) apply(m, a->x1, a->y1, s0), apply(m, a->x2, a->y2, e0);
+        start[0] = (float)s0[0], start[1] = (float)s0[1], end[0] = (float)e0[0],
+        end[1] = (float)e0[1];
+        snprintf(what, sizeof what, "random arc %zu (seed %llu)", i, (unsigned long long)seed);
+        if (a->rx == 0 || a->ry == 0) {
+            if (at >= c.n || c.degree[at] != 1 || memcmp(c.cp + 8 * at, start, 8) != 0 ||
+                memcmp(c.cp + 8 * at + 2, end, 8) != 0) {
+                FAIL("%s: a zero radius is not the line", what);
+                break;
+            }
+            at++;
+            continue;
+        }
+        while (at + n < c.n && n < 5 &&
+               !(c.degree[at + n] == 3 && memcmp(c.cp + 8 * (at + n) + 6, end, 8) == 0))
+            n++;
+        if (at + n >= c.n || n >= 5) {
+            FAIL("%s: no cubic ends at the arc's end", what);
+            break;
+        }
+        {
+            arc_ref e;
+            arc_oracle(a->x1, a->y1, a->x2, a->y2, a->rx, a->ry, a->deg, a->fa, a->fs, &e);
+            check_arc(__LINE__, what, &c, at, n + 1, &e, m, a->x1, a->y1, a->x2, a->y2, 0);
+        }
+        at += n + 1;
+    }
+    CHECK_MSG(na == 0 || at == c.n, "random arcs: %zu of %zu curves accounted for", at, c.n);
+    grove_curves_free(&c);
+    free(text);
+    free(in);
+    free(mat);
+    free(has_m);
 }
 
 /* ---- writers ---- */
@@ -883,6 +1425,11 @@ int main(int argc, char **argv)
     test_svg_random(a.seed, 1, 1);
     test_svg_random(a.seed + 1, 33, 31);
     test_svg_random(a.seed + 2, 2, 40000);
+    test_svg_arcs();
+    test_svg_arc_errors();
+    test_svg_arcs_random(a.seed + 1000, 1, 1);
+    test_svg_arcs_random(a.seed + 1001, 1, 33);
+    test_svg_arcs_random(a.seed + 1002, 40, 50);
     test_csv(a.seed, a.large);
     test_svg_writer(a.seed);
     grove_ctx_destroy(ctx);

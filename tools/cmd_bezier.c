@@ -34,7 +34,7 @@ static void usage(FILE *f)
             "vertex of a curve are its first and last control points) and/or as an SVG\n"
             "picture, then prints a summary. IN is a text file (one curve per line: 4, 6 or 8\n"
             "numbers for a line, a quadratic or a cubic) or an SVG file (the d attributes of\n"
-            "its <path> elements: M L H V Q T C S Z; arcs are refused). docs/bezier.md has the\n"
+            "its <path> elements: M L H V Q T C S A Z, arcs as cubics). docs/bezier.md has the\n"
             "formats and the exact vertex-count rules.\n"
             "\n"
             "options:\n"

@@ -404,7 +404,104 @@ static grove_status emit(path_state *ps, int deg, const double *p)
     return grove__bz_sink_push(ps->x->sink, deg, xy);
 }
 
-/* Numbers each command takes. */
+/* Reads an arc flag at x->val[*i] (after a separator) into *out. A flag is the single character
+ * 0 or 1 and needs no separator after it: "a1 1 0 11 2 2" has both flags 1 (SVG's grammar).
+ * flag names it in errors; have counts the arc's numbers read so far. */
+static grove_status read_flag(svg_doc *x, const where *w, size_t *i, size_t n, double *out,
+                              const char *what, const char *flag, int have)
+{
+    size_t b = skip_sep(x->val, *i, n), e = number_end(x->val, b, n);
+    char q[64];
+    if (b < n && (x->val[b] == '0' || x->val[b] == '1')) {
+        *out = x->val[b] - '0';
+        *i = b + 1;
+        return GROVE_OK;
+    }
+    if (e > b) {
+        grove__quote(q, sizeof q, x->val + b, e - b);
+        return value_bad(x, w, b, "%s %s must be 0 or 1, not '%s'", what, flag, q);
+    }
+    /* no number at all: read_number words the "needs 7 numbers, found ..." error */
+    return read_number(x, w, i, n, out, what, have, 7);
+}
+
+/* Emits the elliptical arc from p[0], p[1] given by a[0..6] (rx ry x-axis-rotation large-arc
+ * sweep x y, the end point absolute) as at most four cubics of at most 90 degrees each, after
+ * the implementation notes of SVG 1.1 (F.6) and of SVG 2. The arc is the image of an arc
+ * of the unit circle under scale(rx, ry) then rotate(phi), and the endpoint-to-centre
+ * conversion is done on that circle: with 2 h the chord there, the short arc spans
+ * 2 atan2(h, sqrt(1 - h^2)). Points are formed as offsets from the start point and tangents
+ * rather than from the centre, which lies far away when the radii dwarf the chord: differences
+ * of large numbers would lose the arc's shape. The end point is the path's, not a cos/sin. */
+static grove_status emit_arc(path_state *ps, const double *p, const double *a)
+{
+    const double pi = 3.14159265358979323846;
+    double x1 = p[0], y1 = p[1], x2 = a[5], y2 = a[6], rx = fabs(a[0]), ry = fabs(a[1]);
+    double phi, cs, sn, hx, hy, ux, uy, h, root, sgn, dth, th1, step, alpha, q[8];
+    double px, py, tx, ty;
+    int pieces;
+
+    if (x1 == x2 && y1 == y2) return GROVE_OK; /* F.6.2: the arc is omitted */
+    if (rx == 0 || ry == 0) {                   /* F.6.2: a straight line */
+        q[0] = x1, q[1] = y1, q[2] = x2, q[3] = y2;
+        return emit(ps, 1, q);
+    }
+    phi = fmod(a[2], 360.0) * (pi / 180.0);
+    cs = cos(phi), sn = sin(phi);
+    /* F.6.5.1: the start point seen from the chord's middle, in the unit circle's frame */
+    hx = (x1 - x2) / 2, hy = (y1 - y2) / 2;
+    ux = (cs * hx + sn * hy) / rx;
+    uy = (-sn * hx + cs * hy) / ry;
+    /* h > 0: coordinates are sums of floats, so distinct endpoints differ by 2^-149 or more,
+     * and the radii are at most FLT_MAX; nothing here comes near double's underflow */
+    h = hypot(ux, uy);
+    if (h >= 1) { /* F.6.6: radii too small for the endpoints grow until the chord fits */
+        rx *= h, ry *= h, ux /= h, uy /= h;
+        h = 1;
+        root = 0;
+    } else {
+        root = sqrt((1 - h) * (1 + h));
+    }
+    /* F.6.5.2: the centre lies at root / h times the perpendicular (uy, -ux) from the chord's
+     * middle, on the side that the flags choose; the start angle is that of start - centre */
+    sgn = (a[3] != a[4]) ? 1.0 : -1.0;
+    th1 = atan2(uy + sgn * root * (ux / h), ux - sgn * root * (uy / h));
+    /* F.6.5.6: the sweep, positive (increasing angle) when the sweep flag is 1 */
+    dth = 2 * atan2(h, root);
+    if (a[3] != 0) dth = 2 * pi - dth;
+    if (a[4] == 0) dth = -dth;
+    /* the 1e-9 keeps a sweep of k quarter turns, rounded up in its last bit, in k pieces */
+    pieces = (int)ceil(fabs(dth) / (pi / 2) - 1e-9);
+    if (pieces < 1) pieces = 1;
+    step = dth / pieces;
+    alpha = 4.0 / 3.0 * tan(step / 4);
+    px = x1, py = y1;
+    tx = cs * (-rx * sin(th1)) - sn * (ry * cos(th1));
+    ty = sn * (-rx * sin(th1)) + cs * (ry * cos(th1));
+    for (int k = 1; k <= pieces; k++) {
+        double th = th1 + k * step, nx, ny;
+        q[0] = px, q[1] = py;
+        q[2] = px + alpha * tx, q[3] = py + alpha * ty;
+        if (k == pieces) {
+            nx = x2, ny = y2;
+        } else {
+            /* cos th - cos th1 and sin th - sin th1 as products: no cancellation */
+            double s = sin(k * step / 2), mid = th1 + k * step / 2;
+            double dc = -2 * sin(mid) * s, ds = 2 * cos(mid) * s;
+            nx = x1 + (cs * (rx * dc) - sn * (ry * ds));
+            ny = y1 + (sn * (rx * dc) + cs * (ry * ds));
+        }
+        tx = cs * (-rx * sin(th)) - sn * (ry * cos(th));
+        ty = sn * (-rx * sin(th)) + cs * (ry * cos(th));
+        q[4] = nx - alpha * tx, q[5] = ny - alpha * ty;
+        q[6] = nx, q[7] = ny;
+        GROVE_TRY(emit(ps, 3, q));
+        px = nx, py = ny;
+    }
+    return GROVE_OK;
+}
+
+/* Numbers each command takes (an arc's flags count as numbers). */
 static int command_args(char c)
 {
     switch (c | 0x20) {
@@ -412,6 +509,7 @@ static int command_args(char c)
     case 'h': case 'v': return 1;
     case 'q': case 's': return 4;
     case 'c': return 6;
+    case 'a': return 7;
     default: return 0; /* z */
     }
 }
@@ -430,19 +528,16 @@ static grove_status parse_path_data(svg_doc *x, const where *w, const affine *m,
     ps.m = *m;
     ps.at = 0;
     for (;;) {
-        double a[6], p[8];
+        double a[7], p[8];
         int need, rel, k;
         char c;
         i = skip_sep(v, i, n);
         if (i >= n) break;
         c = v[i];
         if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
-            if (!strchr("MmLlHhVvQqTtCcSsZz", c)) {
-                if (c == 'A' || c == 'a')
-                    return value_bad(x, w, i, "command '%c' (elliptical arc) is not supported", c);
-                return value_bad(x, w, i, "command '%c' is not supported (M L H V Q T C S Z "
+            if (!strchr("MmLlHhVvQqTtCcSsAaZz", c))
+                return value_bad(x, w, i, "command '%c' is not supported (M L H V Q T C S A Z "
                                           "are, in either case)", c);
-            }
             if (!cmd && c != 'M' && c != 'm')
                 return value_bad(x, w, i, "path data must start with M or m, not '%c'", c);
             cmd = c;
@@ -473,16 +568,24 @@ static grove_status parse_path_data(svg_doc *x, const where *w, const affine *m,
         {
             char what[16];
             snprintf(what, sizeof what, "'%c'", cmd);
-            for (k = 0; k < need; k++)
-                GROVE_TRY(read_number(x, w, &i, n, &a[k], what, k, need));
-        }
-        /* relative coordinates are offsets from the current point (H and V: one axis) */
-        if (rel)
             for (k = 0; k < need; k++) {
+                if ((cmd | 0x20) == 'a' && (k == 3 || k == 4))
+                    GROVE_TRY(read_flag(x, w, &i, n, &a[k], what,
+                                        k == 3 ? "large-arc-flag" : "sweep-flag", k));
+                else
+                    GROVE_TRY(read_number(x, w, &i, n, &a[k], what, k, need));
+            }
+        }
+        /* relative coordinates are offsets from the current point (H and V: one axis; an
+         * arc's radii, angle and flags are not coordinates) */
+        if (rel) {
+            int k0 = (cmd | 0x20) == 'a' ? 5 : 0;
+            for (k = k0; k < need; k++) {
                 if ((cmd | 0x20) == 'v') a[k] += cy;
                 else if ((cmd | 0x20) == 'h') a[k] += cx;
-                else a[k] += (k & 1) ? cy : cx;
+                else a[k] += ((k - k0) & 1) ? cy : cx;
             }
+        }
         p[0] = cx, p[1] = cy;
         switch (cmd | 0x20) {
         case 'm':
@@ -510,6 +613,10 @@ static grove_status parse_path_data(svg_doc *x, const where *w, const affine *m,
             p[2] = kx, p[3] = ky, p[4] = a[0], p[5] = a[1];
             GROVE_TRY(emit(&ps, 2, p));
             cx = a[0], cy = a[1];
+            break;
+        case 'a':
+            GROVE_TRY(emit_arc(&ps, p, a));
+            cx = a[5], cy = a[6];
             break;
         default: /* c, s */
             if ((cmd | 0x20) == 'c') {
