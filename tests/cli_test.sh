@@ -631,6 +631,90 @@ expect 2 "kdtree build <a tree file>" "$GROVE" kdtree build "$kd/t.kdt" -o "$kd/
 expect 2 "knn <tree file as queries>" "$GROVE" knn "$kd/t.kdt" "$kd/t.kdt" -k 2 \
     --backend cpu && err_has "is a saved k-d tree"
 
+# --double: points that differ only beyond float precision (UTM metres, millimetres given; a
+# float keeps 0.5 m at 4.5e6). Query 4512345.22 is nearest to 4512345.30 (0.08 m), but in
+# float it becomes 4512345.0, exactly on the first point, and the second moves to 4512345.5.
+printf 'x,y,z\n4512345.10,5412345.00,100.00\n4512345.30,5412345.00,100.00\n4512346.00,5412345.00,100.00\n' \
+    >"$kd/utm.csv"
+printf '4512345.22 5412345.00 100.00\n' >"$kd/utmq.txt"
+printf 'query,rank,index,distance\n0,0,1,0.0800000001\n0,1,0,0.12\n0,2,2,0.78\n' >"$kd/want_d"
+printf 'query,rank,index,distance\n0,0,0,0\n0,1,1,0.5\n0,2,2,1\n' >"$kd/want_f"
+if expect 0 "knn --double (UTM)" "$GROVE" knn "$kd/utm.csv" "$kd/utmq.txt" -k 3 --double \
+    --backend cpu; then
+    cmp -s "$tmp/out" "$kd/want_d" || fail "double neighbours: $(cat "$tmp/out")"
+    err_empty
+fi
+if expect 0 "knn (UTM, float)" "$GROVE" knn "$kd/utm.csv" "$kd/utmq.txt" -k 3 --backend cpu; then
+    cmp -s "$tmp/out" "$kd/want_f" || fail "float neighbours: $(cat "$tmp/out")"
+fi
+if expect 0 "kdtree build --double" "$GROVE" kdtree build "$kd/utm.csv" -o "$kd/utm.kdt" \
+    --double --backend cpu; then
+    out_has "3 points, 3-D, double, backend cpu"
+fi
+if expect 0 "knn TREE --double" "$GROVE" knn "$kd/utm.kdt" "$kd/utmq.txt" -k 3 --double \
+    --backend cpu; then
+    cmp -s "$tmp/out" "$kd/want_d" || fail "double tree: $(cat "$tmp/out")"
+fi
+if expect 0 "knn --double --radius 0.1" "$GROVE" knn "$kd/utm.csv" "$kd/utmq.txt" --double \
+    --radius 0.1 --backend cpu; then
+    [ "$(cat "$tmp/out")" = "$(printf 'query,rank,index,distance\n0,0,1,0.0800000001')" ] ||
+        fail "radius: $(cat "$tmp/out")"
+fi
+if expect 0 "kdtree build --double --json" "$GROVE" kdtree build "$kd/utm.csv" \
+    -o "$kd/utm_j.kdt" --double --json --backend cpu; then
+    cp "$tmp/out" "$kd/utm.json"
+    json_valid "$kd/utm.json"
+    json_check "$kd/utm.json" "d['coords'] == 'double' and d['points'] == 3"
+fi
+expect 0 "kdtree build (float) --json" "$GROVE" kdtree build "$kd/utm.csv" -o "$kd/utm_f.kdt" \
+    --json --backend cpu && out_has '"coords": "float"'
+# 300 random points in a 2 m box at UTM magnitudes, 25 queries: --double against brute force in
+# awk (double arithmetic; indices exact, distances to 1e-6), while the float run differs.
+awk 'BEGIN { srand(29); print "x,y,z"
+    for (i = 0; i < 300; i++) printf "%.3f,%.3f,%.3f\n", 4512345 + 2 * rand(),
+        5412345 + 2 * rand(), 100 + 2 * rand() }' >"$kd/utm300.csv"
+awk 'BEGIN { srand(31); for (i = 0; i < 25; i++) printf "%.3f %.3f %.3f\n",
+    4512345 + 2 * rand(), 5412345 + 2 * rand(), 100 + 2 * rand() }' >"$kd/utm300q.txt"
+awk -F '[ ,]+' 'FNR == 1 && $1 !~ /^-?[0-9]/ { next }
+    NR == FNR { px[np] = $1; py[np] = $2; pz[np] = $3; np++; next }
+    { for (i = 0; i < np; i++) {
+          dx = px[i] - $1; dy = py[i] - $2; dz = pz[i] - $3
+          printf "%d %.17g %d\n", nq, dx * dx + dy * dy + dz * dz, i }
+      nq++ }' "$kd/utm300.csv" "$kd/utm300q.txt" | sort -k1,1n -k2,2g -k3,3n |
+    awk 'BEGIN { last = -1 } { if ($1 != last) { rank = 0; last = $1 }
+        if (rank < 5) printf "%d,%d,%d,%.17g\n", $1, rank, $3, sqrt($2); rank++ }' \
+    >"$kd/utm300.want"
+# same_rows GOT WANT: query, rank and index equal, distances within 1e-6 relative
+same_rows() {
+    awk -F, 'NR == FNR { w[FNR] = $0; n = FNR; next }
+        FNR == 1 { next }
+        { split(w[FNR - 1], a, ","); if ($1 != a[1] || $2 != a[2] || $3 != a[3]) bad++
+          else if ($4 - a[4] > 1e-6 * a[4] || a[4] - $4 > 1e-6 * a[4]) bad++; m = FNR - 1 }
+        END { exit (bad == 0 && m == n) ? 0 : 1 }' "$2" "$1"
+}
+if expect 0 "knn --double (300 UTM points)" "$GROVE" knn "$kd/utm300.csv" "$kd/utm300q.txt" \
+    -k 5 --double --backend cpu; then
+    same_rows "$tmp/out" "$kd/utm300.want" || fail "differs from brute force in double"
+fi
+if expect 0 "knn (300 UTM points, float)" "$GROVE" knn "$kd/utm300.csv" "$kd/utm300q.txt" \
+    -k 5 --backend cpu; then
+    same_rows "$tmp/out" "$kd/utm300.want" && fail "float run matches the double brute force"
+fi
+printf '1 2 3\n4 5 1e309\n' >"$kd/bigq.txt"
+if expect 2 "knn --double <query beyond double range>" "$GROVE" knn "$kd/utm.csv" "$kd/bigq.txt" \
+    -k 1 --double --backend cpu; then
+    err_has "bigq.txt:2: column 3 is out of double range: '1e309'"
+    out_empty
+fi
+expect 2 "knn --double <tree file as queries>" "$GROVE" knn "$kd/utm.kdt" "$kd/utm.kdt" -k 1 \
+    --double --backend cpu && err_has "is a saved k-d tree"
+expect 2 "kdtree build --double <missing file>" "$GROVE" kdtree build "$kd/nope.csv" \
+    -o "$kd/bad.kdt" --double --backend cpu && err_has "nope.csv: cannot open"
+if expect 0 "knn --help mentions --double" "$GROVE" knn --help; then out_has "^  --double"; fi
+if expect 0 "kdtree build --help mentions --double" "$GROVE" kdtree build --help; then
+    out_has "^  --double"
+fi
+
 # usage errors: exit 1, a message, nothing on stdout
 for args in "kdtree" "kdtree frobnicate" "kdtree build" "kdtree build @P" \
     "kdtree build @P -o" "kdtree build @P -o @T --leaf-size 0" \
@@ -641,7 +725,8 @@ for args in "kdtree" "kdtree frobnicate" "kdtree build" "kdtree build @P" \
     "knn @P @Q -k" "knn @P @Q -k 2 --radius -1" "knn @P @Q -k 2 --radius nan" \
     "knn @P @Q -k 2 --radius inf" "knn @P @Q -k 2 --radius 1e999" "knn @P @Q --radius abc" \
     "knn @P @Q @Q -k 2" "knn @P @Q -k 2 --leaf-size 99" "knn @P @Q -k 2 --backend gpu" \
-    "knn @P @Q -k 2 --frobnicate" "knn @P @Q -k 2 -o"; do
+    "knn @P @Q -k 2 --frobnicate" "knn @P @Q -k 2 -o" "knn @P @Q -k 2 --double=1" \
+    "kdtree build @P -o @T --double=yes"; do
     real=$(echo "$args" | sed "s#@P#$kd/pts.csv#g; s#@Q#$kd/q.txt#g; s#@T#$kd/u.kdt#g")
     # shellcheck disable=SC2086
     if expect 1 "grove $args" "$GROVE" $real; then

@@ -1,7 +1,9 @@
 /*
  * test_io.c - point-file readers and writer: text (CSV, whitespace) and PLY (ascii, binary LE
  * and BE). Files are written into a fresh directory under $TMPDIR (or /tmp) and read back;
- * every bad-input case checks the exact status and message.
+ * every bad-input case checks the exact status and message, with the float reader
+ * (grove_points_read) and the double one (grove_points64_read) unless the case is about one
+ * precision's range. The double reader's values are checked against strtod in the C locale.
  *
  * Usage: test_io [--large N]   (N points for the large round trips, default 2000000)
  */
@@ -59,75 +61,134 @@ static uint32_t fbits(float f)
     return u;
 }
 
+static uint64_t dbits(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, 8);
+    return u;
+}
+
 /* ---- checks ---- */
 
-/* Reads `name` and compares with want[n * dims] bit for bit. */
-static void expect_points(const char *name, grove_point_format fmt, int dims_req, int want_dims,
-                          const float *want, size_t n, int line)
+/* Reads `name` with the float reader (f64 = 0; want is float[n * dims]) or the double one
+ * (f64 = 1; want is double[n * dims]) and compares bit for bit (floats widened exactly). */
+static void expect_read(const char *name, grove_point_format fmt, int dims_req, int want_dims,
+                        int f64, const void *want, size_t n, int line)
 {
     grove_points p = {NULL, 123, 7};
-    grove_status s = grove_points_read(ctx, path_of(name), fmt, dims_req, &p);
+    grove_points64 q = {NULL, 123, 7};
+    const char *which = f64 ? "double" : "float";
+    grove_status s = f64 ? grove_points64_read(ctx, path_of(name), fmt, dims_req, &q)
+                         : grove_points_read(ctx, path_of(name), fmt, dims_req, &p);
+    size_t got_n = f64 ? q.n : p.n;
+    int got_dims = f64 ? q.dims : p.dims, got_null = f64 ? q.xyz == NULL : p.xyz == NULL;
     if (s != GROVE_OK) {
-        fprintf(stderr, "test_io.c:%d: reading %s: %s: %s\n", line, name, grove_status_string(s),
-                grove_ctx_last_error(ctx));
+        fprintf(stderr, "test_io.c:%d: reading %s (%s): %s: %s\n", line, name, which,
+                grove_status_string(s), grove_ctx_last_error(ctx));
         tu_failures++;
         return;
     }
-    CHECK_MSG(p.n == n && p.dims == want_dims, "line %d, %s: n %zu dims %d, want n %zu dims %d",
-              line, name, p.n, p.dims, n, want_dims);
-    if (p.n == n && p.dims == want_dims) {
-        CHECK_MSG((n == 0) == (p.xyz == NULL), "line %d, %s: xyz %p with n %zu", line, name,
-                  (void *)p.xyz, n);
-        for (size_t i = 0; i < n * (size_t)want_dims; i++)
-            if (fbits(p.xyz[i]) != fbits(want[i])) {
+    CHECK_MSG(got_n == n && got_dims == want_dims,
+              "line %d, %s (%s): n %zu dims %d, want n %zu "
+              "dims %d",
+              line, name, which, got_n, got_dims, n, want_dims);
+    if (got_n == n && got_dims == want_dims) {
+        CHECK_MSG((n == 0) == got_null, "line %d, %s (%s): xyz NULL %d with n %zu", line, name,
+                  which, got_null, n);
+        for (size_t i = 0; i < n * (size_t)want_dims; i++) {
+            double g = f64 ? q.xyz[i] : (double)p.xyz[i];
+            double w = f64 ? ((const double *)want)[i] : (double)((const float *)want)[i];
+            if (dbits(g) != dbits(w)) {
                 CHECK_MSG(0,
-                          "line %d, %s: value %zu (point %zu) is %.9g (0x%08x), want %.9g "
-                          "(0x%08x)",
-                          line, name, i, i / (size_t)want_dims, (double)p.xyz[i], fbits(p.xyz[i]),
-                          (double)want[i], fbits(want[i]));
+                          "line %d, %s (%s): value %zu (point %zu) is %.17g (0x%016llx), want "
+                          "%.17g (0x%016llx)",
+                          line, name, which, i, i / (size_t)want_dims, g,
+                          (unsigned long long)dbits(g), w, (unsigned long long)dbits(w));
                 break;
             }
+        }
     }
     grove_points_free(&p);
-    CHECK(p.xyz == NULL && p.n == 0 && p.dims == 0);
+    grove_points64_free(&q);
+    CHECK(p.xyz == NULL && p.n == 0 && p.dims == 0 && q.xyz == NULL && q.n == 0 && q.dims == 0);
 }
 
-#define EXPECT(name, fmt, dreq, dims, ...)                                                         \
+static void expect_points(const char *name, grove_point_format fmt, int dims_req, int want_dims,
+                          const float *want, size_t n, int line)
+{
+    expect_read(name, fmt, dims_req, want_dims, 0, want, n, line);
+}
+
+static void expect_points64(const char *name, grove_point_format fmt, int dims_req, int want_dims,
+                            const double *want, size_t n, int line)
+{
+    expect_read(name, fmt, dims_req, want_dims, 1, want, n, line);
+}
+
+/* Reads with the float (EXPECT) or double (EXPECT64) reader and compares with the values
+ * listed, an array literal of that type. */
+#define EXPECT_AS(type, f64, name, fmt, dreq, dims, ...)                                           \
     do {                                                                                           \
-        const float w_[] = {__VA_ARGS__};                                                          \
-        expect_points(name, fmt, dreq, dims, w_, sizeof w_ / sizeof w_[0] / (size_t)(dims),        \
-                      __LINE__);                                                                   \
+        const type w_[] = {__VA_ARGS__};                                                           \
+        expect_read(name, fmt, dreq, dims, f64, w_, sizeof w_ / sizeof w_[0] / (size_t)(dims),     \
+                    __LINE__);                                                                     \
     } while (0)
+#define EXPECT(...) EXPECT_AS(float, 0, __VA_ARGS__)
+#define EXPECT64(...) EXPECT_AS(double, 1, __VA_ARGS__)
+
+/* Which readers an error case applies to. */
+enum { R_FLOAT = 1, R_DOUBLE = 2, R_BOTH = 3 };
 
 /* Reading `name` fails with status `want` and the message `fmt_msg` with "@" replaced by the
- * file's full path. */
+ * file's full path, with each reader of `readers`. */
 static void expect_error(const char *name, grove_point_format fmt, int dims, grove_status want,
-                         const char *msg, int line)
+                         const char *msg, int readers, int line)
 {
-    grove_points p = {(float *)&p, 5, 2};
     char full[2048];
     const char *at = strchr(msg, '@');
-    grove_status s;
     if (at)
         snprintf(full, sizeof full, "%.*s%s%s", (int)(at - msg), msg, path_of(name), at + 1);
     else
         snprintf(full, sizeof full, "%s", msg);
-    grove_ctx_clear_error(ctx);
-    s = grove_points_read(ctx, path_of(name), fmt, dims, &p);
-    CHECK_MSG(s == want, "line %d, %s: status %d (%s), want %d (%s); message: %s", line, name,
-              (int)s, grove_status_string(s), (int)want, grove_status_string(want),
-              grove_ctx_last_error(ctx));
-    CHECK_MSG(strcmp(grove_ctx_last_error(ctx), full) == 0,
-              "line %d, %s:\n    message \"%s\"\n    want    \"%s\"", line, name,
-              grove_ctx_last_error(ctx), full);
-    CHECK_MSG(p.xyz == NULL && p.n == 0 && p.dims == 0, "line %d: *out not emptied on failure",
-              line);
-    if (p.xyz != (float *)&p) grove_points_free(&p);
+    for (int r = R_FLOAT; r <= R_DOUBLE; r *= 2) {
+        grove_points p = {(float *)&p, 5, 2};
+        grove_points64 q = {(double *)&q, 5, 2};
+        const char *which = r == R_FLOAT ? "float" : "double";
+        grove_status s;
+        int emptied;
+        if (!(readers & r)) continue;
+        grove_ctx_clear_error(ctx);
+        if (r == R_FLOAT)
+            s = grove_points_read(ctx, path_of(name), fmt, dims, &p);
+        else
+            s = grove_points64_read(ctx, path_of(name), fmt, dims, &q);
+        CHECK_MSG(s == want, "line %d, %s (%s): status %d (%s), want %d (%s); message: %s", line,
+                  name, which, (int)s, grove_status_string(s), (int)want, grove_status_string(want),
+                  grove_ctx_last_error(ctx));
+        CHECK_MSG(strcmp(grove_ctx_last_error(ctx), full) == 0,
+                  "line %d, %s (%s):\n    message \"%s\"\n    want    \"%s\"", line, name, which,
+                  grove_ctx_last_error(ctx), full);
+        emptied = r == R_FLOAT ? p.xyz == NULL && p.n == 0 && p.dims == 0
+                               : q.xyz == NULL && q.n == 0 && q.dims == 0;
+        CHECK_MSG(emptied, "line %d (%s): *out not emptied on failure", line, which);
+        if (p.xyz != (float *)&p) grove_points_free(&p);
+        if (q.xyz != (double *)&q) grove_points64_free(&q);
+    }
 }
 
-#define EXPECT0(name, fmt, dreq, dims) expect_points(name, fmt, dreq, dims, NULL, 0, __LINE__)
+#define EXPECT0(name, fmt, dreq, dims)                                                             \
+    do {                                                                                           \
+        expect_points(name, fmt, dreq, dims, NULL, 0, __LINE__);                                   \
+        expect_points64(name, fmt, dreq, dims, NULL, 0, __LINE__);                                 \
+    } while (0)
 
-#define EXPECT_ERR(name, fmt, dims, st, msg) expect_error(name, fmt, dims, st, msg, __LINE__)
+/* Both readers; _F the float reader only (float range); _64 the double reader only. */
+#define EXPECT_ERR(name, fmt, dims, st, msg)                                                       \
+    expect_error(name, fmt, dims, st, msg, R_BOTH, __LINE__)
+#define EXPECT_ERR_F(name, fmt, dims, st, msg)                                                     \
+    expect_error(name, fmt, dims, st, msg, R_FLOAT, __LINE__)
+#define EXPECT_ERR64(name, fmt, dims, st, msg)                                                     \
+    expect_error(name, fmt, dims, st, msg, R_DOUBLE, __LINE__)
 #define TXT GROVE_POINTS_TEXT
 #define PLY GROVE_POINTS_PLY
 #define AUTO GROVE_POINTS_AUTO
@@ -262,6 +323,9 @@ static void test_locale(void)
     put_text("loc.csv",
              "1.5,-2.25e1\n1.00000000000000000001,-0.1000000000000000055511151231257827\n");
     EXPECT("loc.csv", AUTO, 0, 2, 1.5f, -22.5f, 1.0f, -0.1f);
+    EXPECT64("loc.csv", AUTO, 0, 2, 1.5, -22.5, 1.0, -0.1);
+    put_text("loc64.csv", "4512345.123,-1.00000000000000011102230246251565404236316680908203126\n");
+    EXPECT64("loc64.csv", AUTO, 0, 2, 4512345.123, -1.0000000000000002);
     {
         float xyz[4] = {1.25f, -0.1f, 3e-20f, 7};
         grove_points p = {xyz, 2, 2};
@@ -298,12 +362,16 @@ static void test_text_errors(void)
     put_text("inf2.csv", "x,y\n-Infinity,1\n");
     EXPECT_ERR("inf2.csv", AUTO, 0, BAD, "@:2: infinity in column 1");
     put_text("big.csv", "1,2\n1e39,2\n");
-    EXPECT_ERR("big.csv", AUTO, 0, BAD, "@:2: column 1 is out of float range: '1e39'");
+    EXPECT_ERR_F("big.csv", AUTO, 0, BAD, "@:2: column 1 is out of float range: '1e39'");
+    EXPECT64("big.csv", AUTO, 0, 2, 1, 2, 1e39, 2);
     put_text("big2.csv", "1,-3.5e38\n");
-    EXPECT_ERR("big2.csv", AUTO, 0, BAD, "@:1: column 2 is out of float range: '-3.5e38'");
+    EXPECT_ERR_F("big2.csv", AUTO, 0, BAD, "@:1: column 2 is out of float range: '-3.5e38'");
+    EXPECT64("big2.csv", AUTO, 0, 2, 1, -3.5e38);
     put_text("big3.csv", "1,1e99999999999999999999\n");
-    EXPECT_ERR("big3.csv", AUTO, 0, BAD,
-               "@:1: column 2 is out of float range: '1e99999999999999999999'");
+    EXPECT_ERR_F("big3.csv", AUTO, 0, BAD,
+                 "@:1: column 2 is out of float range: '1e99999999999999999999'");
+    EXPECT_ERR64("big3.csv", AUTO, 0, BAD,
+                 "@:1: column 2 is out of double range: '1e99999999999999999999'");
     put_text("empty2.csv", "1,,2\n");
     EXPECT_ERR("empty2.csv", AUTO, 0, BAD, "@:1: column 2 is empty");
     put_text("empty1.csv", ",1,2\n");
@@ -434,8 +502,13 @@ static void b_put(buf *b, const void *d, size_t n)
 
 static void b_str(buf *b, const char *s) { b_put(b, s, strlen(s)); }
 
+/* What the double reader must produce for the last value b_val appended. */
+static double b_last64;
+
 /* Appends one value of type t; returns the float the reader must produce for it (ascii values
- * are printed with enough digits, so the expected value is strtof of the printed text). */
+ * are printed with enough digits, so the expected value is strtof of the printed text) and sets
+ * b_last64 (a float property holds a float, so its value is the float's; a double one is
+ * strtod of the text or the stored double; an integer is exact). */
 static float b_val(buf *b, int t, double v)
 {
     if (b->fmt == 0) {
@@ -448,8 +521,10 @@ static float b_val(buf *b, int t, double v)
             snprintf(s, sizeof s, "%lld", (long long)v);
         if (b->col++) b_str(b, " ");
         b_str(b, s);
+        b_last64 = t == F64 ? strtod(s, NULL) : t == F32 ? (double)strtof(s, NULL) : v;
         return strtof(s, NULL);
     }
+    b_last64 = t == F32 ? (double)(float)v : v;
     {
         unsigned char by[8];
         uint64_t u = 0;
@@ -486,6 +561,17 @@ static const char *fmt_line(int fmt)
                       : "format binary_big_endian 1.0\n";
 }
 
+/* Empties b and starts a PLY file of format fmt (1 LE, 2 BE) with the header lines `rest`. */
+static void b_start(buf *b, int fmt, const char *rest)
+{
+    b->n = 0;
+    b->fmt = fmt;
+    b->col = 0;
+    b_str(b, "ply\n");
+    b_str(b, fmt_line(fmt));
+    b_str(b, rest);
+}
+
 /* A random value that fits type t; floats sometimes large or tiny. */
 static double rand_val(tu_rng *r, int t)
 {
@@ -503,6 +589,8 @@ static double rand_val(tu_rng *r, int t)
         if (k == 0) return m * 1e30;
         if (k == 1) return m * 1e-30;
         if (t == F64 && k == 2) return m * 1e-300; /* underflows to 0 or a subnormal */
+        if (t == F64 && k == 3)                    /* UTM-like: needs all 53 bits */
+            return 4512345.0 + (double)tu_u32(r) / 4294967296.0;
         return m * 1e4;
     }
     }
@@ -538,6 +626,7 @@ static void test_ply_case(int fmt, int tx, int ty, int tz, int three, int list, 
     buf b = {NULL, 0, 0, fmt, 0};
     int types[8], roles[8], np = 0, order = (int)(seed % 3);
     float *want = (float *)tu_malloc((n ? n : 1) * 3 * sizeof(float));
+    double *want64 = (double *)tu_malloc((n ? n : 1) * 3 * sizeof(double));
     char name[64], h[256];
     size_t nf1 = tu_u32(&r) % 7, nf2 = tu_u32(&r) % 7;
 
@@ -593,6 +682,7 @@ static void test_ply_case(int fmt, int tx, int ty, int tz, int three, int list, 
     }
     for (size_t i = 0; i < n; i++) {
         float v[3] = {0, 0, 0};
+        double v64[3] = {0, 0, 0};
         for (int j = 0; j < np; j++) {
             if (types[j] < 0) {
                 int k = (int)(tu_u32(&r) % 4);
@@ -600,28 +690,35 @@ static void test_ply_case(int fmt, int tx, int ty, int tz, int three, int list, 
                 for (int m = 0; m < k; m++) b_val(&b, I32, (int32_t)tu_u32(&r));
             } else if (roles[j] >= 0) {
                 v[roles[j]] = b_val(&b, types[j], rand_val(&r, types[j]));
+                v64[roles[j]] = b_last64;
             } else {
                 b_val(&b, types[j], rand_val(&r, types[j]));
             }
         }
         b_eol(&b);
         memcpy(want + i * (size_t)(three ? 3 : 2), v, (three ? 3 : 2) * sizeof(float));
+        memcpy(want64 + i * (size_t)(three ? 3 : 2), v64, (three ? 3 : 2) * sizeof(double));
     }
     face_body(&b, &r, nf2, fmt == 0 ? U16 : I32, U16);
 
     snprintf(name, sizeof name, "case%d.ply", fmt);
     put_file(name, b.p, b.n);
     expect_points(name, AUTO, 0, three ? 3 : 2, want, n, __LINE__);
+    expect_points64(name, AUTO, 0, three ? 3 : 2, want64, n, __LINE__);
     if (three) {
         /* dims = 2 keeps x and y */
         for (size_t i = 0; i < n; i++) {
             want[2 * i] = want[3 * i];
             want[2 * i + 1] = want[3 * i + 1];
+            want64[2 * i] = want64[3 * i];
+            want64[2 * i + 1] = want64[3 * i + 1];
         }
         expect_points(name, PLY, 2, 2, want, n, __LINE__);
+        expect_points64(name, PLY, 2, 2, want64, n, __LINE__);
     }
     free(b.p);
     free(want);
+    free(want64);
 }
 
 static void test_ply_ok(void)
@@ -823,7 +920,13 @@ static void test_ply_errors(void)
                          "@: vertex record 2: property y is out of float "
                          "range: %.17g",
                          bad);
-            EXPECT_ERR("nanb.ply", AUTO, 0, BAD, msg);
+            if (k < 2) {
+                EXPECT_ERR("nanb.ply", AUTO, 0, BAD, msg);
+            } else {
+                /* beyond float range, but a double property: the double reader keeps it */
+                EXPECT_ERR_F("nanb.ply", AUTO, 0, BAD, msg);
+                EXPECT64("nanb.ply", AUTO, 0, 2, 0, 0, 1, 1, 2, bad, 3, 3, 4, 4);
+            }
         }
         /* Lists: negative count; truncated inside a list, in the vertex and the face element. */
         b.n = 0;
@@ -1004,6 +1107,301 @@ static void test_write_errors(void)
     CHECK(count_entries("grove-tmp") == 0);
 }
 
+/* ---- double precision ---- */
+
+/* Appends a random number spelling to t (at most 900 bytes): random doubles printed several
+ * ways, random digit strings with random decimal points and exponents, and decimal spellings
+ * at, just below and just above the midpoint of two adjacent doubles (printed from a long
+ * double, exact where it has the bits). */
+static void rand_number(tu_rng *r, char *t, size_t size)
+{
+    uint32_t kind = tu_u32(r) % 8;
+    double d;
+    uint64_t u;
+    do {
+        u = ((uint64_t)tu_u32(r) << 32) | tu_u32(r);
+        memcpy(&d, &u, 8);
+    } while (!isfinite(d));
+    if (kind == 0) {
+        static const char *const f[] = {"%.17g", "%.16g", "%.15g", "%.6g", "%.25e", "%.0f"};
+        const char *fm = f[tu_u32(r) % 6];
+        if (strcmp(fm, "%.0f") == 0 && fabs(d) > 1e300) d = d * 1e-280; /* keep it short */
+        snprintf(t, size, fm, d);
+    } else if (kind == 1) {
+        d = (double)tu_f32(r, -1, 1) * pow(10.0, (double)(int)(tu_u32(r) % 40) - 20);
+        snprintf(t, size, "%.*g", 1 + (int)(tu_u32(r) % 17), d);
+    } else if (kind <= 5) {
+        /* digits, a decimal point somewhere (or none), maybe an exponent */
+        size_t nd = 1 + tu_u32(r) % (kind == 5 ? 400 : 30), k = 0, dot = tu_u32(r) % (nd + 2);
+        if (tu_u32(r) % 2) t[k++] = tu_u32(r) % 2 ? '-' : '+';
+        for (size_t i = 0; i < nd; i++) {
+            if (i == dot) t[k++] = '.';
+            /* runs of zeros and nines make carries and near-ties */
+            uint32_t c = tu_u32(r) % 12;
+            t[k++] = c >= 10 ? (c == 10 ? '0' : '9') : (char)('0' + c);
+        }
+        if (dot == nd) t[k++] = '.', t[k++] = '5';
+        if (tu_u32(r) % 4) {
+            int e = (int)(tu_u32(r) % 700) - 350;
+            k += (size_t)snprintf(t + k, size - k, "%s%d", tu_u32(r) % 2 ? "e" : "E", e);
+        }
+        t[k] = '\0';
+    } else {
+#if LDBL_MANT_DIG >= 64
+        /* The midpoint of d and its upper neighbour has 54 bits: exact in a long double. */
+        double up = nextafter(d, INFINITY);
+        long double mid = ((long double)d + (long double)up) / 2;
+        int prec = kind == 6 ? 16 + (int)(tu_u32(r) % 30) : 770;
+        if (!isfinite(up)) mid = d;
+        snprintf(t, size, "%.*Le", prec, mid);
+        if (prec == 770) { /* exact: drop the trailing zeros, then nudge the last digit */
+            char *e = strchr(t, 'e'), *z = e;
+            char ex[16];
+            snprintf(ex, sizeof ex, "%s", e);
+            while (z[-1] == '0') z--;
+            if (z[-1] == '.') z++, z[-1] = '0';
+            if (tu_u32(r) % 3 == 1) {
+                *z++ = '0', *z++ = '0', *z++ = '1'; /* just above the midpoint */
+            } else if (tu_u32(r) % 3 == 2 && z[-1] >= '1' && z[-1] <= '9') {
+                z[-1]--; /* just below */
+                for (int i = 0; i < 5; i++) *z++ = '9';
+            }
+            snprintf(z, (size_t)(t + size - z), "%s", ex);
+        }
+#else
+        snprintf(t, size, "%.17g", d);
+#endif
+    }
+}
+
+/* The double reader against strtod (C locale) on random and hard spellings, and the float
+ * reader against strtof on the same spellings. */
+static void test_double_exact(void)
+{
+    enum { N = 200000 };
+    static const char *const hard[] = {
+        "4512345.123",
+        "0.1",
+        "0.3",
+        "1e23",
+        "8.98846567431158e307",
+        "9007199254740993",
+        "9007199254740993.0000000001",
+        "9007199254740992.9999999999",
+        "2.2250738585072011e-308",
+        "2.2250738585072012e-308",
+        "2.2250738585072014e-308",
+        "4.9406564584124654e-324",
+        "2.4703282292062327e-324",
+        "2.4703282292062328e-324",
+        "1e-324",
+        "-1e-400",
+        "1.7976931348623157e308",
+        "1.7976931348623158e308",
+        "1.797693134862315807e308",
+        "123456789012345678901234567890",
+        "0.000000000000000000000000000000000000001e30",
+        "999999999999999999999999999999e-30",
+        "1e22",
+        "1e-22",
+        "123456789012345e22",
+        "123456789012345e-22",
+        "1234567890123456",
+        "7.038531e-26",
+        "3.4028235677973366e38",
+        "1.00000000000000011102230246251565404236316680908203125",
+        "1.00000000000000011102230246251565404236316680908203124",
+        "1.00000000000000011102230246251565404236316680908203126",
+        "5e-324",
+        "-0",
+        "0e999999",
+        "000000000000000000000000000000000000000000000000000123.5e-2",
+        "6378137.0000001",
+        "-2694685.473, 4293642.366"};
+    tu_rng r = {99};
+    size_t nh = sizeof hard / sizeof hard[0], n64 = 0, n32 = 0, k64 = 0, k32 = 0;
+    char(*s)[1024] = (char(*)[1024])tu_malloc((size_t)N * sizeof *s);
+    char *f64 = (char *)tu_malloc((size_t)N * 1024), *f32 = (char *)tu_malloc((size_t)N * 1024);
+    double *w64 = (double *)tu_malloc((size_t)(N + 1) * sizeof(double));
+    float *w32 = (float *)tu_malloc((size_t)(N + 1) * sizeof(float));
+    for (size_t i = 0; i < N; i++) {
+        if (i < nh)
+            snprintf(s[i], sizeof s[i], "%s", hard[i]);
+        else
+            rand_number(&r, s[i], sizeof s[i]);
+        if (strchr(s[i], ',')) *strchr(s[i], ',') = '\0';
+    }
+    /* two values a row; spellings that overflow are left out here (tested below) */
+    for (size_t i = 0; i < N; i++) {
+        double d = strtod(s[i], NULL);
+        float f = strtof(s[i], NULL);
+        if (!isinf(d)) {
+            k64 += (size_t)sprintf(f64 + k64, "%s%c", s[i], n64 % 2 ? '\n' : ',');
+            w64[n64++] = d;
+        }
+        if (!isinf(f)) {
+            k32 += (size_t)sprintf(f32 + k32, "%s%c", s[i], n32 % 2 ? '\n' : ' ');
+            w32[n32++] = f;
+        }
+    }
+    if (n64 % 2) k64 += (size_t)sprintf(f64 + k64, "0\n"), w64[n64++] = 0;
+    if (n32 % 2) k32 += (size_t)sprintf(f32 + k32, "0\n"), w32[n32++] = 0;
+    put_file("exact64.csv", f64, k64);
+    put_file("exact32.txt", f32, k32);
+    expect_points64("exact64.csv", AUTO, 2, 2, w64, n64 / 2, __LINE__);
+    expect_points("exact32.txt", AUTO, 2, 2, w32, n32 / 2, __LINE__);
+    CHECK_MSG(n64 > N * 9 / 10 && n32 > N / 2, "%zu and %zu of %d values in range", n64, n32, N);
+    CHECK(w64[0] == 4512345.123 && (double)w32[0] != w64[0]); /* where the two differ */
+    free(s);
+    free(f64);
+    free(f32);
+    free(w64);
+    free(w32);
+}
+
+/* The double reader: values a float would round, range, PLY types, arguments, clouds. */
+static void test_double(void)
+{
+    const grove_status BAD = GROVE_ERR_BAD_INPUT;
+    grove_points64 p = {NULL, 0, 0};
+    buf b = {NULL, 0, 0, 1, 0};
+
+    /* UTM and geocentric coordinates: centimetres survive in double, not in float. */
+    put_text("utm.csv", "x,y,z\n4512345.123,5412345.67,101.25\n"
+                        "-2694685.473 , 4293642.366,4857878.987\n");
+    EXPECT64("utm.csv", AUTO, 0, 3, 4512345.123, 5412345.67, 101.25, -2694685.473, 4293642.366,
+             4857878.987);
+    EXPECT("utm.csv", AUTO, 0, 3, 4512345.123f, 5412345.67f, 101.25f, -2694685.473f, 4293642.366f,
+           4857878.987f);
+    CHECK((double)4512345.123f != 4512345.123); /* the file is one where they differ */
+    EXPECT64("utm.csv", TXT, 2, 2, 4512345.123, 5412345.67, -2694685.473, 4293642.366);
+    /* Range: the largest double, subnormals, underflow to zero (sign kept). */
+    put_text("d_ext.txt", "1.7976931348623158e308 -4.9406564584124654e-324\n"
+                          "1e-400 -1e-400\n1e39 -3.5e38\n");
+    EXPECT64("d_ext.txt", AUTO, 0, 2, DBL_MAX, -4.9406564584124654e-324, 0.0, -0.0, 1e39, -3.5e38);
+    put_text("d_big.csv", "1,2\n1.7976931348623159e308,2\n");
+    EXPECT_ERR64("d_big.csv", AUTO, 0, BAD,
+                 "@:2: column 1 is out of double range: '1.7976931348623159e308'");
+    put_text("d_big2.csv", "1 -1e309\n");
+    EXPECT_ERR64("d_big2.csv", AUTO, 0, BAD, "@:1: column 2 is out of double range: '-1e309'");
+    put_text("d_big3.csv", "1,123456789012345678901234567890123456789012345678901234567890e300\n");
+    EXPECT_ERR64("d_big3.csv", AUTO, 0, BAD,
+                 "@:1: column 2 is out of double range: "
+                 "'1234567890123456789012345678901234567890...'");
+    /* ASCII PLY: a double property is parsed to double; a float property holds a float, as its
+     * binary twin would; integers are exact; a double out of range names double. */
+    put_text("d_a.ply", "ply\nformat ascii 1.0\nelement vertex 2\nproperty double x\n"
+                        "property float y\nproperty int z\nend_header\n"
+                        "4512345.123 4512345.123 -2147483648\n0.1 0.1 2147483647\n");
+    EXPECT64("d_a.ply", AUTO, 0, 3, 4512345.123, (double)4512345.123f, -2147483648.0, 0.1,
+             (double)0.1f, 2147483647.0);
+    put_text("d_a2.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty double x\n"
+                         "property float y\nend_header\n1e400 1\n");
+    EXPECT_ERR64("d_a2.ply", AUTO, 0, BAD,
+                 "@:7: vertex record 0: property x is out of double range: '1e400'");
+    EXPECT_ERR_F("d_a2.ply", AUTO, 0, BAD,
+                 "@:7: vertex record 0: property x is out of float range: '1e400'");
+    put_text("d_a3.ply", "ply\nformat ascii 1.0\nelement vertex 1\nproperty double x\n"
+                         "property float y\nend_header\n1e300 1e39\n");
+    EXPECT_ERR64("d_a3.ply", AUTO, 0, BAD,
+                 "@:7: vertex record 0: property y is out of float range: '1e39'");
+    /* Binary PLY, both byte orders: every type read exactly. */
+    for (int fmt = 1; fmt <= 2; fmt++) {
+        double want[2 * NTYPES];
+        b_start(&b, fmt, "element vertex 8\nproperty double x\n");
+        for (int t = 0; t < NTYPES; t++) {
+            char h[64];
+            if (t == F64) continue;
+            snprintf(h, sizeof h, "property %s p%d\n", canon[t], t);
+            b_str(&b, h);
+        }
+        b_str(&b, "property float y\nend_header\n");
+        /* record t: x a full double, the type-t property skipped, y a float; vertex record t */
+        for (int rec = 0; rec < 8; rec++) {
+            double x = rec == 7 ? DBL_MAX : 4512345.0 + rec / 3.0;
+            b_val(&b, F64, rec == 6 ? 4.9406564584124654e-324 : x);
+            want[2 * rec] = b_last64;
+            for (int t = 0; t < NTYPES; t++)
+                if (t != F64) b_val(&b, t, 1);
+            b_val(&b, F32, 5412345.67);
+            want[2 * rec + 1] = b_last64;
+        }
+        put_file("d_b.ply", b.p, b.n);
+        expect_points64("d_b.ply", AUTO, 0, 2, want, 8, __LINE__);
+        CHECK(want[0] == 4512345.0 && want[1] == (double)5412345.67f && want[14] == DBL_MAX);
+        EXPECT_ERR_F("d_b.ply", AUTO, 0, BAD,
+                     "@: vertex record 7: property x is out of float range: "
+                     "1.7976931348623157e+308");
+        /* integer types as coordinates: the extremes of each, exact */
+        b_start(&b, fmt,
+                "element vertex 3\nproperty uint x\nproperty int y\n"
+                "property short z\nend_header\n");
+        b_val(&b, U32, 4294967295.0), b_val(&b, I32, -2147483648.0), b_val(&b, I16, -32768);
+        b_val(&b, U32, 16777217), b_val(&b, I32, 2147483647), b_val(&b, I16, 32767);
+        b_val(&b, U32, 0), b_val(&b, I32, -16777217), b_val(&b, I16, 0);
+        put_file("d_i.ply", b.p, b.n);
+        EXPECT64("d_i.ply", AUTO, 0, 3, 4294967295.0, -2147483648.0, -32768, 16777217, 2147483647,
+                 32767, 0, -16777217, 0);
+        EXPECT("d_i.ply", AUTO, 0, 3, 4294967295.0f, -2147483648.0f, -32768, 16777216,
+               2147483648.0f, 32767, 0, -16777216, 0);
+    }
+    free(b.p);
+
+    /* Arguments and the reader's messages name grove_points64_read. */
+    put_text("ok.csv", "1,2\n");
+    CHECK_STATUS(NULL, grove_points64_read(NULL, path_of("ok.csv"), AUTO, 0, &p),
+                 GROVE_ERR_INVALID_ARG);
+    CHECK(p.xyz == NULL && p.n == 0 && p.dims == 0);
+    CHECK_STATUS(ctx, grove_points64_read(ctx, NULL, AUTO, 0, &p), GROVE_ERR_INVALID_ARG);
+    CHECK(strcmp(grove_ctx_last_error(ctx), "grove_points64_read: path is NULL") == 0);
+    CHECK_STATUS(ctx, grove_points64_read(ctx, path_of("ok.csv"), AUTO, 0, NULL),
+                 GROVE_ERR_INVALID_ARG);
+    CHECK(strcmp(grove_ctx_last_error(ctx), "grove_points64_read: out is NULL") == 0);
+    CHECK_STATUS(ctx, grove_points64_read(ctx, path_of("ok.csv"), (grove_point_format)3, 0, &p),
+                 GROVE_ERR_INVALID_ARG);
+    CHECK(strcmp(grove_ctx_last_error(ctx),
+                 "grove_points64_read: fmt must be GROVE_POINTS_AUTO, _TEXT or _PLY, got 3") == 0);
+    CHECK_STATUS(ctx, grove_points64_read(ctx, path_of("ok.csv"), AUTO, 1, &p),
+                 GROVE_ERR_INVALID_ARG);
+    CHECK(strcmp(grove_ctx_last_error(ctx),
+                 "grove_points64_read: dims must be 0 (as in the file), 2 or 3, got 1") == 0);
+    CHECK(p.xyz == NULL && p.n == 0 && p.dims == 0);
+    CHECK_OK(ctx, grove_points64_read(ctx, path_of("ok.csv"), AUTO, 0, &p));
+    CHECK(p.n == 1 && p.dims == 2 && p.xyz && p.xyz[0] == 1 && p.xyz[1] == 2);
+    grove_points64_free(&p);
+    CHECK(p.xyz == NULL && p.n == 0 && p.dims == 0);
+    grove_points64_free(NULL);
+    grove_points64_free(&p);
+
+    /* Clouds read text and PLY in double: the digits survive, and a double cloud written as
+     * PLY reads back bit for bit. */
+    {
+        grove_cloud c, w;
+        double xyz[6] = {4512345.123, 5412345.67, 101.25, -2694685.473, 4293642.366, 1e-310};
+        CHECK_OK(ctx, grove_cloud_read(ctx, path_of("utm.csv"), GROVE_CLOUD_AUTO, &c));
+        CHECK(c.n == 2 && c.xyz && c.xyz[0] == 4512345.123 && c.xyz[4] == 4293642.366 &&
+              c.xyz[5] == 4857878.987 && !c.has_scale && !c.rgb);
+        grove_cloud_free(&c);
+        CHECK_OK(ctx, grove_cloud_read(ctx, path_of("d_a.ply"), GROVE_CLOUD_AUTO, &c));
+        CHECK(c.n == 2 && c.xyz && c.xyz[0] == 4512345.123 && c.xyz[1] == (double)4512345.123f);
+        grove_cloud_free(&c);
+        put_text("d_big.xyz", "1 2 3\n4 5 1e309\n");
+        CHECK_STATUS(ctx, grove_cloud_read(ctx, path_of("d_big.xyz"), GROVE_CLOUD_AUTO, &c), BAD);
+        CHECK(strstr(grove_ctx_last_error(ctx), "d_big.xyz:2: column 3 is out of double range: "
+                                                "'1e309'") != NULL);
+        CHECK(c.n == 0 && c.xyz == NULL);
+        memset(&w, 0, sizeof w);
+        w.xyz = xyz;
+        w.n = 2;
+        CHECK_OK(ctx, grove_cloud_write_ply(ctx, path_of("d_w.ply"), &w));
+        CHECK_OK(ctx, grove_cloud_read(ctx, path_of("d_w.ply"), GROVE_CLOUD_AUTO, &c));
+        CHECK(c.n == 2 && c.xyz && memcmp(c.xyz, xyz, sizeof xyz) == 0);
+        grove_cloud_free(&c);
+        EXPECT64("d_w.ply", AUTO, 0, 3, 4512345.123, 5412345.67, 101.25, -2694685.473, 4293642.366,
+                 1e-310);
+    }
+}
+
 /* ---- large files ---- */
 
 static uint64_t checksum(const float *v, size_t m)
@@ -1040,6 +1438,20 @@ static void test_large(size_t n)
                           memcmp(q.xyz, v, 3 * n * sizeof(float)) == 0,
                       "%s: points differ", names[k]);
         grove_points_free(&q);
+        {
+            /* The double reader: PLY floats widened exactly; the CSV's 9 digits of each float
+             * parsed to double lie well within half a float ulp of it, so they round back. */
+            grove_points64 q64 = {NULL, 0, 0};
+            size_t bad = 0;
+            CHECK_OK(ctx, grove_points64_read(ctx, path_of(names[k]), AUTO, 0, &q64));
+            CHECK(q64.n == n && q64.dims == 3);
+            for (size_t i = 0; q64.n == n && i < 3 * n; i++)
+                bad += k ? dbits(q64.xyz[i]) != dbits((double)v[i])
+                         : fbits((float)q64.xyz[i]) != fbits(v[i]) ||
+                               fabs(q64.xyz[i] - v[i]) > 1e-8 * fabs(v[i]);
+            CHECK_MSG(bad == 0, "%s (double): %zu values differ", names[k], bad);
+            grove_points64_free(&q64);
+        }
         /* a quarter of the points, to see that the time is linear */
         p.n = quarter;
         CHECK_OK(ctx, grove_points_write(ctx, path_of("quarter.bin"), k ? PLY : TXT, &p));
@@ -1091,6 +1503,8 @@ int main(int argc, char **argv)
     test_ply_errors();
     test_roundtrip();
     test_write_errors();
+    test_double_exact();
+    test_double();
     test_locale();
     test_large(large);
     grove_ctx_destroy(ctx);

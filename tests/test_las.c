@@ -776,7 +776,7 @@ static void test_ply(void)
         grove_cloud_free(&c);
     }
 
-    /* Text: x y z and extra columns, read as 3-D floats widened; a 2-D file is bad input. */
+    /* Text: x y z and extra columns, read as 3-D doubles; a 2-D file is bad input. */
     {
         size_t o = (size_t)snprintf(text, sizeof text, "x,y,z,w\n");
         for (i = 0; i < 100; i++)
@@ -785,11 +785,14 @@ static void test_ply(void)
         put_file("t.csv", text, o);
         CHECK_OK(ctx, grove_cloud_read(ctx, path_of("t.csv"), GROVE_CLOUD_AUTO, &c));
         CHECK(c.n == 100 && !c.rgb && !c.intensity && !c.has_scale);
-        for (i = 0; c.n == 100 && i < 300; i++)
-            if (c.xyz[i] != (double)xyz[i]) {
+        for (i = 0; c.n == 100 && i < 300; i++) {
+            char v[32];
+            snprintf(v, sizeof v, "%.9g", xyz[i]); /* the text in the file, read as a double */
+            if (c.xyz[i] != strtod(v, NULL)) {
                 FAIL("t.csv value %zu", i);
                 break;
             }
+        }
         grove_cloud_free(&c);
         /* Named TEXT, and AUTO by sniffing (no known extension). */
         put_file("t.dat", text, o);
@@ -900,12 +903,12 @@ static void test_write(void)
                 }
                 free(body);
             }
-            /* Read back (float precision): attributes exact, coordinates rounded to float. */
+            /* Read back: coordinates (double PLY properties) and attributes exact. */
             CHECK_OK(ctx, grove_cloud_read(ctx, path_of("w.ply"), GROVE_CLOUD_AUTO, &r));
             CHECK(r.n == n && (r.rgb != NULL) == (n && c.rgb) &&
                   (r.intensity != NULL) == (n && c.intensity));
             for (i = 0; r.n == n && i < 3 * n; i++)
-                if (r.xyz[i] != (double)(float)c.xyz[i] || (r.rgb && c.rgb[i] != r.rgb[i]) ||
+                if (r.xyz[i] != c.xyz[i] || (r.rgb && c.rgb[i] != r.rgb[i]) ||
                     (r.intensity && i < n && c.intensity[i] != r.intensity[i])) {
                     FAIL("w.ply read back (variant %d, n %zu): value %zu", variant, n, i);
                     break;

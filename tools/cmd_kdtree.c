@@ -10,6 +10,9 @@
  *
  * Queries run in batches whose result arrays stay around 64 MB, and each batch is printed before
  * the next one runs: memory does not grow with the number of queries times k.
+ *
+ * --double reads the point files with grove_points64_read and hands the library GROVE_COORD_F64
+ * coordinates, for data (UTM, geocentric) whose digits a float would lose.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -55,16 +58,19 @@ static void usage(FILE *f)
 
 static void usage_build(FILE *f)
 {
-    fprintf(f, "usage: grove kdtree build POINTS -o TREE [--leaf-size N] [--json]\n"
+    fprintf(f, "usage: grove kdtree build POINTS -o TREE [--leaf-size N] [--double] [--json]\n"
                "                          [--backend auto|cpu|cuda]\n"
                "\n"
                "Reads POINTS (.csv .txt .xyz text or .ply; 2-D or 3-D, as the file has), builds\n"
                "the k-d tree, saves it to TREE (docs/FORMATS.md, `k-d tree files') and prints a\n"
-               "summary: points, dimensions, nodes, leaves, depth, build time, points/s.\n"
+               "summary: points, dimensions, coordinate type, nodes, leaves, depth, build time,\n"
+               "points/s. The tree keeps float coordinates, or double ones with --double.\n"
                "\n"
                "options:\n"
                "  -o, --output TREE  where to save the tree (through a temporary file)\n"
                "  --leaf-size N   a node with at most N points is a leaf, 1..64 (default 12)\n"
+               "  --double        read POINTS in double precision and keep double coordinates\n"
+               "                  (for values a float's 24 bits would round, e.g. UTM metres)\n"
                "  --json          print the summary as one JSON object\n"
                "  --backend B     auto (default: CUDA when a usable GPU is found), cpu or cuda\n"
                "  -h, --help      print this help and exit\n");
@@ -73,16 +79,17 @@ static void usage_build(FILE *f)
 static void usage_knn(FILE *f)
 {
     fprintf(f, "usage: grove knn (POINTS | TREE) QUERIES -k K [--radius R] [-o OUT]\n"
-               "                 [--leaf-size N] [--backend auto|cpu|cuda]\n"
+               "                 [--leaf-size N] [--double] [--backend auto|cpu|cuda]\n"
                "\n"
                "For every point of the point file QUERIES, finds its K nearest points of POINTS\n"
                "(a point file, from which a k-d tree is built first) or of TREE (a tree saved by\n"
                "`grove kdtree build', recognised by its content). Prints CSV\n"
                "`query,rank,index,distance', one row per neighbour: query and index are 0-based\n"
                "record numbers in their files, rank 0 is the nearest, equal distances are\n"
-               "ordered by smaller index, and the distance is Euclidean, from the float\n"
-               "coordinates, printed with 9 significant digits. A query gets fewer than K rows\n"
-               "when there are fewer than K points. QUERIES must have the points' dimension.\n"
+               "ordered by smaller index, and the distance is Euclidean, computed in double from\n"
+               "the float coordinates (double ones with --double; a TREE's points in the type it\n"
+               "was built with), printed with 9 significant digits. A query gets fewer than K\n"
+               "rows when there are fewer than K points. QUERIES must have the points' dimension.\n"
                "\n"
                "options:\n"
                "  -k, --k K       neighbours per query, 1..1000000 (required without --radius)\n"
@@ -92,6 +99,9 @@ static void usage_knn(FILE *f)
                "                  stdout\n"
                "  --leaf-size N   leaf size of the tree built from POINTS, 1..64 (default 12;\n"
                "                  ignored for a saved tree)\n"
+               "  --double        read POINTS and QUERIES in double precision and search with\n"
+               "                  double coordinates (float ones, the default, keep 24 bits:\n"
+               "                  about 0.5 m at 4,500,000 m)\n"
                "  --backend B     auto (default: CUDA when a usable GPU is found), cpu or cuda\n"
                "  -h, --help      print this help and exit\n");
 }
@@ -115,6 +125,7 @@ typedef struct kd_args {
     long k; /* 0: not given */
     int have_radius;
     double radius;
+    int f64; /* --double */
 } kd_args;
 
 static void args_init(kd_args *a, const char *what)
@@ -133,6 +144,8 @@ static int common_option(cli_parser *p, kd_args *a)
     if (cli_value(p, "--leaf-size")) {
         if (!cli_int(p, 1, GROVE_KDTREE_MAX_LEAF, &v)) a->opts.leaf_size = (int)v;
         a->leaf_given = 1;
+    } else if (cli_flag(p, "--double")) {
+        a->f64 = 1;
     } else if (cli_value(p, "--backend")) {
         cli_backend(p, &a->backend);
     } else if (cli_value(p, "-o") || cli_value(p, "--output")) {
@@ -149,11 +162,67 @@ static int common_option(cli_parser *p, kd_args *a)
 
 /* ---- small helpers ---- */
 
-static int build_tree(grove_ctx *ctx, const char *what, const grove_points *pts,
+/* A point file as read: float, or double with --double. */
+typedef struct kd_pts {
+    grove_points f;
+    grove_points64 d;
+    int f64;
+} kd_pts;
+
+static size_t kd_pts_n(const kd_pts *p) { return p->f64 ? p->d.n : p->f.n; }
+static int kd_pts_dims(const kd_pts *p) { return p->f64 ? p->d.dims : p->f.dims; }
+
+/* Points [first, first + m) as coordinates for the library (borrowed from p). */
+static grove_coords kd_pts_coords(const kd_pts *p, size_t first, size_t m)
+{
+    grove_coords c;
+    size_t at = first * (size_t)kd_pts_dims(p);
+    c.n = m;
+    c.dims = kd_pts_dims(p);
+    c.type = p->f64 ? GROVE_COORD_F64 : GROVE_COORD_F32;
+    if (p->f64)
+        c.data = p->d.xyz ? p->d.xyz + at : NULL;
+    else
+        c.data = p->f.xyz ? p->f.xyz + at : NULL;
+    return c;
+}
+
+static void kd_pts_free(kd_pts *p)
+{
+    grove_points_free(&p->f);
+    grove_points64_free(&p->d);
+}
+
+/* Reads a point file in the precision a->f64 asks for. cli_read_points reads floats only, so
+ * the double path repeats its refusal of tree files and its messages and exit codes. */
+static int read_pts(grove_ctx *ctx, const kd_args *a, const char *path, kd_pts *p, double *ms)
+{
+    double t0 = cli_now_ms();
+    grove_status s;
+    memset(p, 0, sizeof *p);
+    p->f64 = a->f64;
+    if (!a->f64) return cli_read_points(ctx, a->what, path, 0, &p->f, ms);
+    if (cli_file_has_magic(path, KD_MAGIC) || cli_file_has_magic(path, "GROVE-QT")) {
+        cli_error(a->what, "%s: is a saved %s, not a point file", path,
+                  cli_file_has_magic(path, KD_MAGIC) ? "k-d tree" : "quadtree");
+        return CLI_EXIT_BAD_INPUT;
+    }
+    s = grove_points64_read(ctx, path, GROVE_POINTS_AUTO, 0, &p->d);
+    if (ms) *ms = cli_now_ms() - t0;
+    if (s == GROVE_OK) return CLI_EXIT_OK;
+    if (s == GROVE_ERR_BAD_INPUT || s == GROVE_ERR_IO || s == GROVE_ERR_LIMIT)
+        cli_error(a->what, "%s", grove_ctx_last_error(ctx));
+    else
+        cli_report_status(a->what, "reading the points", s, ctx);
+    return s == GROVE_ERR_LIMIT ? CLI_EXIT_BAD_INPUT : cli_exit_code(s, CLI_CAUSE_INPUT);
+}
+
+static int build_tree(grove_ctx *ctx, const char *what, const kd_pts *pts,
                       const grove_kdtree_opts *o, grove_kdtree **t, double *ms)
 {
     double t0 = cli_now_ms();
-    grove_status s = grove_kdtree_build_points(ctx, pts, o, t);
+    grove_coords c = kd_pts_coords(pts, 0, kd_pts_n(pts));
+    grove_status s = grove_kdtree_build(ctx, &c, o, t);
     if (ms) *ms = cli_now_ms() - t0;
     if (s == GROVE_OK) return CLI_EXIT_OK;
     cli_report_status(what, "building the tree", s, ctx);
@@ -178,11 +247,10 @@ static int obtain_tree(grove_ctx *ctx, const kd_args *a, grove_kdtree **t)
             cli_report_status(a->what, "loading the tree", s, ctx);
         return cli_exit_code(s, CLI_CAUSE_INPUT);
     } else {
-        grove_points pts;
-        int rc = cli_read_points(ctx, a->what, a->input, 0, &pts, NULL);
-        if (rc != CLI_EXIT_OK) return rc;
-        rc = build_tree(ctx, a->what, &pts, &a->opts, t, NULL);
-        grove_points_free(&pts);
+        kd_pts pts;
+        int rc = read_pts(ctx, a, a->input, &pts, NULL);
+        if (rc == CLI_EXIT_OK) rc = build_tree(ctx, a->what, &pts, &a->opts, t, NULL);
+        kd_pts_free(&pts);
         return rc;
     }
 }
@@ -226,7 +294,7 @@ static int kd_build(int argc, char **argv)
     cli_parser p;
     kd_args a;
     grove_ctx *ctx = NULL;
-    grove_points pts = {NULL, 0, 0};
+    kd_pts pts;
     grove_kdtree *t = NULL;
     grove_kdtree_opts built;
     tree_stats st;
@@ -234,9 +302,11 @@ static int kd_build(int argc, char **argv)
     double read_ms = 0, build_ms = 0, mean;
     size_t n;
     int rc, dims;
+    const char *coords;
     char desc[320];
 
     args_init(&a, "kdtree build");
+    memset(&pts, 0, sizeof pts);
     cli_parser_init(&p, argc, argv, a.what, usage_build);
     while (cli_next(&p)) {
         if (cli_help(&p))
@@ -265,9 +335,9 @@ static int kd_build(int argc, char **argv)
 
     rc = cli_ctx_create(a.what, a.backend, &ctx);
     if (rc != CLI_EXIT_OK) return rc;
-    rc = cli_read_points(ctx, a.what, a.input, 0, &pts, &read_ms);
+    rc = read_pts(ctx, &a, a.input, &pts, &read_ms);
     if (rc == CLI_EXIT_OK) rc = build_tree(ctx, a.what, &pts, &a.opts, &t, &build_ms);
-    grove_points_free(&pts);
+    kd_pts_free(&pts);
     if (rc != CLI_EXIT_OK) goto done;
 
     s = grove_kdtree_save(ctx, t, a.out);
@@ -281,6 +351,7 @@ static int kd_build(int argc, char **argv)
     grove_kdtree_get_opts(t, &built);
     n = grove_kdtree_num_points(t);
     dims = grove_kdtree_dims(t);
+    coords = grove_kdtree_coord_type(t) == GROVE_COORD_F64 ? "double" : "float";
     mean = st.leaves > st.empty_leaves ? (double)n / (double)(st.leaves - st.empty_leaves) : 0.0;
     cli_describe_backend(ctx, desc, sizeof desc);
     if (a.json) {
@@ -288,8 +359,9 @@ static int kd_build(int argc, char **argv)
         grove_device_info info;
         printf("{\n  \"input\": ");
         cli_json_string(stdout, a.input);
-        printf(",\n  \"points\": %zu,\n  \"dims\": %d,\n  \"backend\": \"%s\",\n  \"device\": ", n,
-               dims, grove_backend_name(grove_ctx_backend(ctx)));
+        printf(",\n  \"points\": %zu,\n  \"dims\": %d,\n  \"coords\": \"%s\",\n"
+               "  \"backend\": \"%s\",\n  \"device\": ",
+               n, dims, coords, grove_backend_name(grove_ctx_backend(ctx)));
         if (dev >= 0 && grove_device_query(dev, &info) == GROVE_OK)
             cli_json_string(stdout, info.name);
         else
@@ -310,7 +382,8 @@ static int kd_build(int argc, char **argv)
         cli_json_string(stdout, a.out);
         printf("\n}\n");
     } else {
-        printf("grove kdtree build: %s, %zu points, %d-D, backend %s\n", a.input, n, dims, desc);
+        printf("grove kdtree build: %s, %zu points, %d-D, %s, backend %s\n", a.input, n, dims,
+               coords, desc);
         printf("options: leaf_size %d\n", built.leaf_size);
         printf("nodes: %zu (%zu leaves, %zu of them empty), depth %zu\n", st.nodes, st.leaves,
                st.empty_leaves, grove_kdtree_depth(t));
@@ -333,10 +406,10 @@ done:
 /* ---- knn ---- */
 
 /* Runs the queries in batches and writes the rows to ob. Returns an exit code. */
-static int run_queries(grove_ctx *ctx, const kd_args *a, const grove_kdtree *t,
-                       const grove_points *q, cli_out_buf *ob)
+static int run_queries(grove_ctx *ctx, const kd_args *a, const grove_kdtree *t, const kd_pts *q,
+                       cli_out_buf *ob)
 {
-    size_t n = grove_kdtree_num_points(t), nq = q->n, dims = (size_t)q->dims;
+    size_t n = grove_kdtree_num_points(t), nq = kd_pts_n(q);
     /* k beyond the tree's points would only add empty slots */
     size_t k = a->k > 0 ? ((size_t)a->k < n ? (size_t)a->k : n) : 0;
     size_t batch;
@@ -361,12 +434,8 @@ static int run_queries(grove_ctx *ctx, const kd_args *a, const grove_kdtree *t,
     }
     for (size_t q0 = 0; q0 < nq; q0 += batch) {
         size_t m = nq - q0 < batch ? nq - q0 : batch;
-        grove_coords c;
+        grove_coords c = kd_pts_coords(q, q0, m);
         grove_status s;
-        c.data = q->xyz + q0 * dims;
-        c.n = m;
-        c.dims = q->dims;
-        c.type = GROVE_COORD_F32;
         if (a->have_radius) {
             grove_kdtree_result res;
             memset(&res, 0, sizeof res);
@@ -405,13 +474,14 @@ int cmd_knn(int argc, char **argv)
     kd_args a;
     grove_ctx *ctx = NULL;
     grove_kdtree *t = NULL;
-    grove_points qpts = {NULL, 0, 0};
+    kd_pts qpts;
     cli_outfile of;
     int rc, to_file = 0;
     static cli_out_buf ob;
 
     args_init(&a, "knn");
     memset(&of, 0, sizeof of);
+    memset(&qpts, 0, sizeof qpts);
     cli_parser_init(&p, argc, argv, a.what, usage_knn);
     while (cli_next(&p)) {
         if (cli_help(&p))
@@ -448,12 +518,12 @@ int cmd_knn(int argc, char **argv)
     }
     rc = cli_ctx_create(a.what, a.backend, &ctx);
     /* the queries first: a bad query file fails before a long build */
-    if (rc == CLI_EXIT_OK) rc = cli_read_points(ctx, a.what, a.queries, 0, &qpts, NULL);
+    if (rc == CLI_EXIT_OK) rc = read_pts(ctx, &a, a.queries, &qpts, NULL);
     if (rc == CLI_EXIT_OK) rc = obtain_tree(ctx, &a, &t);
     if (rc != CLI_EXIT_OK) goto done;
-    if (qpts.n > 0 && qpts.dims != grove_kdtree_dims(t)) {
+    if (kd_pts_n(&qpts) > 0 && kd_pts_dims(&qpts) != grove_kdtree_dims(t)) {
         cli_error(a.what, "%s: the queries are %d-D but the points of %s are %d-D", a.queries,
-                  qpts.dims, a.input, grove_kdtree_dims(t));
+                  kd_pts_dims(&qpts), a.input, grove_kdtree_dims(t));
         rc = CLI_EXIT_BAD_INPUT;
         goto done;
     }
@@ -473,7 +543,7 @@ int cmd_knn(int argc, char **argv)
     }
 done:
     if (to_file) cli_outfile_abort(&of);
-    grove_points_free(&qpts);
+    kd_pts_free(&qpts);
     grove_kdtree_destroy(t);
     grove_ctx_destroy(ctx);
     return rc;

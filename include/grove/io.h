@@ -8,8 +8,9 @@
  *   PLY   ascii, binary_little_endian, binary_big_endian 1.0; the `vertex` element's x, y and
  *         optional z properties, of any PLY scalar type; other properties and elements skipped.
  * A point's index is its 0-based record order in the file (comment, blank and header lines do
- * not count). Coordinates are stored as float: every value must be finite and round to a
- * finite float (|v| up to about 3.4e38); NaN, infinity and larger values are bad input.
+ * not count). Coordinates are stored as float (grove_points_read) or double
+ * (grove_points64_read): every value must be finite and round to a finite value of that type
+ * (|v| up to about 3.4e38 for float); NaN, infinity and larger values are bad input.
  *
  * Reading streams through a fixed buffer and grows the result geometrically, so time and
  * memory are linear in the file size. Errors name the file and where: "FILE:LINE: ..." in
@@ -61,6 +62,36 @@ grove_status grove_points_read(grove_ctx *ctx, const char *path, grove_point_for
  *  NULL and zeroed structs. Do not pass a struct whose xyz the caller allocated otherwise. */
 void grove_points_free(grove_points *p);
 
+/* ---- double precision ---- */
+
+/* n points of `dims` (2 or 3) interleaved doubles: x0 y0 [z0] x1 y1 [z1] ... */
+typedef struct grove_points64 {
+    double *xyz; /* n * dims doubles; NULL when n == 0 */
+    size_t n;
+    int dims;
+} grove_points64;
+
+/*! grove_points64_read() :
+ *  grove_points_read() in double precision, for coordinates that need more than a float's 24
+ *  bits (UTM or geocentric metres with centimetres, say). The same formats, dims rule, record
+ *  order, statuses and messages, with these differences: text numbers are correctly rounded to
+ *  double (as strtod would in the C locale); a value that rounds to infinity in double (|v| of
+ *  about 1.8e308 or more) is GROVE_ERR_BAD_INPUT, "... out of double range: '1e309'"; binary
+ *  PLY values of any type are kept exactly (float and integer properties widened, double
+ *  properties as stored); an ASCII PLY value is rounded to its property's type (a float
+ *  property to float, then widened; a double property to double), so it reads as its binary
+ *  twin would. *out is always overwritten: on success out->xyz is a new allocation owned by
+ *  the caller, freed with grove_points64_free() (NULL when the file holds no points); on
+ *  failure *out is {NULL, 0, 0}.
+ *  @return as grove_points_read(). */
+grove_status grove_points64_read(grove_ctx *ctx, const char *path, grove_point_format fmt, int dims,
+                                 grove_points64 *out);
+
+/*! grove_points64_free() :
+ *  Frees out->xyz of a struct filled by grove_points64_read() and zeroes the struct. Accepts
+ *  NULL and zeroed structs. */
+void grove_points64_free(grove_points64 *p);
+
 /*! grove_points_write() :
  *  Writes p (borrowed; p->xyz may be NULL when p->n == 0) to `path`, replacing any file
  *  there. fmt: GROVE_POINTS_TEXT writes CSV (header "x,y[,z]", '\n' line ends, each value with
@@ -101,8 +132,9 @@ typedef enum grove_cloud_format {
  *  Reads a 3-D point cloud. LAS: the header's scale and offset are applied in double; errors
  *  name the file and the header field or the point record ("FILE: point record R: ...");
  *  compressed LAZ files and other point formats are GROVE_ERR_UNSUPPORTED with a message
- *  saying so. PLY and text go through the readers above (float precision, then widened).
- *  *out is overwritten ({0} on failure); free with grove_cloud_free().
+ *  saying so. PLY and text go through grove_points64_read()'s readers (dims 3, double
+ *  precision, with its rules and messages), so their coordinates keep every digit a double
+ *  holds. *out is overwritten ({0} on failure); free with grove_cloud_free().
  *  @return GROVE_OK, GROVE_ERR_INVALID_ARG, GROVE_ERR_BAD_INPUT, GROVE_ERR_UNSUPPORTED,
  *  GROVE_ERR_IO, GROVE_ERR_LIMIT, GROVE_ERR_OUT_OF_MEMORY. */
 grove_status grove_cloud_read(grove_ctx *ctx, const char *path, grove_cloud_format fmt,

@@ -3,12 +3,12 @@
  * number parsing shared by the text and PLY readers (io_text.c, io_ply.c).
  *
  * Numbers with at most 15 significant digits and a small exponent are converted in double
- * arithmetic, correctly rounded (fast_float); the rest go to strtof, which rounds correctly but
- * reads the decimal point of the current LC_NUMERIC locale. Rather than switch locales
- * (process-wide with setlocale, or POSIX-only and per thread with uselocale), the parser checks
- * the grammar itself and hands strtof a string without a decimal point ("12.5e3" becomes
- * "125e2"), which every locale reads the same. The writer likewise replaces whatever decimal
- * point printf used with '.'.
+ * arithmetic, correctly rounded (fast_path); the rest go to strtod (double) or strtof (float),
+ * which round correctly but read the decimal point of the current LC_NUMERIC locale. Rather
+ * than switch locales (process-wide with setlocale, or POSIX-only and per thread with
+ * uselocale), the parser checks the grammar itself and hands them a string without a decimal
+ * point ("12.5e3" becomes "125e2"), which every locale reads the same. The writer likewise
+ * replaces whatever decimal point printf used with '.'.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -194,32 +194,41 @@ static const double pow10_exact[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6, 
                                        1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                        1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
-/* Clinger's fast path, for float: with m < 10^15 < 2^53 and |e10| <= 22 both operands are exact
- * doubles, so m * 10^e10 (or m / 10^-e10) is the correctly rounded double r of the value.
- * Rounding r again to float is then correct unless r lies exactly halfway between two floats
- * (a double rounding could only go wrong there); the results here are between 1e-22 and 1e38,
- * normal as floats, so halfway means the 29 low fraction bits are 1 followed by zeros.
- * @return 1 with *out set, or 0 where strtof must decide. */
-static int fast_float(uint64_t m, long long e10, int neg, float *out)
+/* Clinger's fast path: with m < 10^15 < 2^53 and |e10| <= 22 both operands are exact doubles,
+ * so m * 10^e10 (or m / 10^-e10) is the correctly rounded double r of the value, the result
+ * for f64. Rounding r again to float is correct too unless r lies exactly halfway between two
+ * floats (a double rounding could only go wrong there); the results here are between 1e-22
+ * and 1e38, normal as floats, so halfway means the 29 low fraction bits are 1 followed by
+ * zeros. @return 1 with *out set, or 0 where strtod / strtof must decide. */
+static int fast_path(uint64_t m, long long e10, int neg, int f64, double *out)
 {
     double r;
     uint64_t bits;
     if (e10 < -22 || e10 > 22) return 0;
     r = e10 >= 0 ? (double)m * pow10_exact[e10] : (double)m / pow10_exact[-e10];
-    memcpy(&bits, &r, 8);
-    if ((bits & 0x1FFFFFFFu) == 0x10000000u) return 0;
-    *out = neg ? -(float)r : (float)r;
+    if (!f64) {
+        memcpy(&bits, &r, 8);
+        if ((bits & 0x1FFFFFFFu) == 0x10000000u) return 0;
+        r = (double)(float)r;
+    }
+    *out = neg ? -r : r;
     return 1;
 }
 
-int grove__parse_float(char *s, size_t len, float *out)
+/* strtod or strtof of a string in the C grammar that has no decimal point. */
+static double c_strto(const char *t, char **end, int f64)
+{
+    return f64 ? strtod(t, end) : (double)strtof(t, end);
+}
+
+int grove__parse_real(char *s, size_t len, int f64, double *out)
 {
     size_t i = 0, int0, nint, frac0 = 0, nfrac = 0, nsig = 0;
     int dot = 0, eneg = 0, neg, special;
     long long e = 0, e10;
     uint64_t m = 0;
     char *end;
-    float f;
+    double v;
 
     special = special_kind(s, len);
     if (special != GROVE__NUM_OK) return special;
@@ -254,15 +263,15 @@ int grove__parse_float(char *s, size_t len, float *out)
     e10 = (eneg ? -e : e) - (long long)nfrac;
 
     if (m == 0) { /* all digits zero, whatever the exponent */
-        *out = neg ? -0.0f : 0.0f;
+        *out = neg ? -0.0 : 0.0;
         return GROVE__NUM_OK;
     }
-    if (nsig <= 15 && fast_float(m, e10, neg, out)) return GROVE__NUM_OK;
+    if (nsig <= 15 && fast_path(m, e10, neg, f64, out)) return GROVE__NUM_OK;
 
     if (!dot) {
         char keep = s[len];
         s[len] = '\0';
-        f = strtof(s, &end);
+        v = c_strto(s, &end, f64);
         s[len] = keep;
         if (end != s + len) return GROVE__NUM_BAD;
     } else {
@@ -279,14 +288,22 @@ int grove__parse_float(char *s, size_t len, float *out)
         memcpy(t + k, s + frac0, nfrac);
         k += nfrac;
         snprintf(t + k, need - k, "e%lld", e10);
-        f = strtof(t, &end);
-        if (*end != '\0') f = NAN; /* cannot happen: t is digits and an exponent */
+        v = c_strto(t, &end, f64);
+        if (*end != '\0') v = NAN; /* cannot happen: t is digits and an exponent */
         if (t != small) free(t);
-        if (isnan(f)) return GROVE__NUM_BAD;
+        if (isnan(v)) return GROVE__NUM_BAD;
     }
-    if (isinf(f)) return GROVE__NUM_RANGE;
-    *out = f;
+    if (isinf(v)) return GROVE__NUM_RANGE;
+    *out = v;
     return GROVE__NUM_OK;
+}
+
+int grove__parse_float(char *s, size_t len, float *out)
+{
+    double v;
+    int rc = grove__parse_real(s, len, 0, &v);
+    if (rc == GROVE__NUM_OK) *out = (float)v;
+    return rc;
 }
 
 void grove__quote(char *dst, size_t dst_size, const char *s, size_t len)
@@ -304,11 +321,12 @@ void grove__quote(char *dst, size_t dst_size, const char *s, size_t len)
     if (dst_size) dst[k < dst_size ? k : dst_size - 1] = '\0';
 }
 
-grove_status grove__pts_reserve(grove_ctx *ctx, grove_points *out, size_t *cap, size_t want,
+grove_status grove__pts_reserve(grove_ctx *ctx, grove__pts *out, size_t *cap, size_t want,
                                 size_t limit)
 {
-    size_t nc = *cap ? *cap : 4096, per = (size_t)out->dims * sizeof(float);
-    float *p;
+    size_t nc = *cap ? *cap : 4096;
+    size_t per = (size_t)out->dims * (out->f64 ? sizeof(double) : sizeof(float));
+    void *p;
     if (want <= *cap) return GROVE_OK;
     while (nc < want) {
         if (nc > SIZE_MAX / 2) {
@@ -321,7 +339,7 @@ grove_status grove__pts_reserve(grove_ctx *ctx, grove_points *out, size_t *cap, 
     if (nc < want) nc = want;
     if (nc > SIZE_MAX / per)
         return grove__error(ctx, GROVE_ERR_LIMIT, "%zu points do not fit in memory", want);
-    p = (float *)realloc(out->xyz, nc * per);
+    p = realloc(out->xyz, nc * per);
     if (!p)
         return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
                             "out of memory for %zu points (%zu bytes)", nc, nc * per);
@@ -358,16 +376,29 @@ void grove_points_free(grove_points *p)
     p->dims = 0;
 }
 
-grove_status grove_points_read(grove_ctx *ctx, const char *path, grove_point_format fmt, int dims,
-                               grove_points *out)
+void grove_points64_free(grove_points64 *p)
 {
-    static const char fn[] = "grove_points_read";
+    if (!p) return;
+    free(p->xyz);
+    p->xyz = NULL;
+    p->n = 0;
+    p->dims = 0;
+}
+
+/* The body of grove_points_read (f64 = 0) and grove_points64_read (f64 = 1), fn naming the
+ * call in messages. *out is zeroed first, and again on failure; have_out is 0 when the
+ * caller's out pointer is NULL. */
+static grove_status read_points(grove_ctx *ctx, const char *fn, const char *path,
+                                grove_point_format fmt, int dims, int have_out, grove__pts *out)
+{
     grove__rd r;
     grove_status st;
+    int f64 = out->f64;
 
-    GROVE_TRY(grove__check_ctx(ctx));
-    if (!out) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: out is NULL", fn);
     memset(out, 0, sizeof *out);
+    out->f64 = f64;
+    GROVE_TRY(grove__check_ctx(ctx));
+    if (!have_out) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: out is NULL", fn);
     if (!path) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: path is NULL", fn);
     if ((int)fmt < GROVE_POINTS_AUTO || (int)fmt > GROVE_POINTS_PLY)
         return grove__error(ctx, GROVE_ERR_INVALID_ARG,
@@ -392,7 +423,8 @@ grove_status grove_points_read(grove_ctx *ctx, const char *path, grove_point_for
 _end:
     grove__rd_close(&r);
     if (st != GROVE_OK) {
-        grove_points_free(out);
+        free(out->xyz);
+        memset(out, 0, sizeof *out);
         return st;
     }
     if (out->n == 0) {
@@ -400,10 +432,37 @@ _end:
         out->xyz = NULL;
     } else {
         /* Give back the unused part of the geometric growth; keep the block if that fails. */
-        float *p = (float *)realloc(out->xyz, out->n * (size_t)out->dims * sizeof(float));
+        size_t size = out->f64 ? sizeof(double) : sizeof(float);
+        void *p = realloc(out->xyz, out->n * (size_t)out->dims * size);
         if (p) out->xyz = p;
     }
     return GROVE_OK;
+}
+
+grove_status grove_points_read(grove_ctx *ctx, const char *path, grove_point_format fmt, int dims,
+                               grove_points *out)
+{
+    grove__pts p = {NULL, 0, 0, 0};
+    grove_status st = read_points(ctx, "grove_points_read", path, fmt, dims, out != NULL, &p);
+    if (out) {
+        out->xyz = (float *)p.xyz;
+        out->n = p.n;
+        out->dims = p.dims;
+    }
+    return st;
+}
+
+grove_status grove_points64_read(grove_ctx *ctx, const char *path, grove_point_format fmt, int dims,
+                                 grove_points64 *out)
+{
+    grove__pts p = {NULL, 0, 0, 1};
+    grove_status st = read_points(ctx, "grove_points64_read", path, fmt, dims, out != NULL, &p);
+    if (out) {
+        out->xyz = (double *)p.xyz;
+        out->n = p.n;
+        out->dims = p.dims;
+    }
+    return st;
 }
 
 /* ---- writer ---- */

@@ -1,7 +1,7 @@
 /*
  * io_cloud.c - point clouds with double coordinates and optional colour and intensity: the
- * public read / write / free calls. LAS goes to io_las.c; PLY and text go through the float
- * readers of io_ply.c and io_text.c and are widened to double.
+ * public read / write / free calls. LAS goes to io_las.c; PLY and text go through the readers
+ * of io_ply.c and io_text.c in double precision, the ones grove_points64_read uses.
  */
 #include <errno.h>
 #include <math.h>
@@ -64,37 +64,29 @@ static grove_status sniff(grove__rd *r, grove_cloud_format *fmt)
     return GROVE_OK;
 }
 
-/* Moves the float points of p into c as doubles, and the attribute arrays (n values or more,
- * or NULL) with them; frees p's storage. */
-static grove_status widen(grove_ctx *ctx, const char *path, grove_points *p, uint16_t *rgb,
-                          uint16_t *inten, grove_cloud *c)
+/* Moves the double points of p into c, and the attribute arrays (n values or more, or NULL)
+ * with them, giving back what the geometric growth left unused (a block whose shrinking fails
+ * is kept as it is). */
+static void take(grove__pts *p, uint16_t *rgb, uint16_t *inten, grove_cloud *c)
 {
-    size_t i, m = p->n * 3;
     if (p->n > 0) {
-        c->xyz = (double *)malloc(m * sizeof(double));
-        if (!c->xyz) {
-            free(rgb);
-            free(inten);
-            grove_points_free(p);
-            return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
-                                "%s: out of memory for %zu points in double", path, p->n);
-        }
-        for (i = 0; i < m; i++) c->xyz[i] = (double)p->xyz[i];
-        /* Give back what the geometric growth left unused; keep the block if that fails. */
+        double *x = (double *)realloc(p->xyz, p->n * 3 * sizeof *x);
+        c->xyz = x ? x : (double *)p->xyz;
         if (rgb) {
-            uint16_t *q = (uint16_t *)realloc(rgb, m * sizeof *q);
+            uint16_t *q = (uint16_t *)realloc(rgb, p->n * 3 * sizeof *q);
             rgb = q ? q : rgb;
         }
         if (inten) {
             uint16_t *q = (uint16_t *)realloc(inten, p->n * sizeof *q);
             inten = q ? q : inten;
         }
+    } else {
+        free(p->xyz);
     }
     c->rgb = rgb;
     c->intensity = inten;
     c->n = p->n;
-    grove_points_free(p);
-    return GROVE_OK;
+    memset(p, 0, sizeof *p);
 }
 
 grove_status grove_cloud_read(grove_ctx *ctx, const char *path, grove_cloud_format fmt,
@@ -102,7 +94,7 @@ grove_status grove_cloud_read(grove_ctx *ctx, const char *path, grove_cloud_form
 {
     static const char fn[] = "grove_cloud_read";
     grove_status st = GROVE_OK;
-    grove_points pts = {NULL, 0, 0};
+    grove__pts pts = {NULL, 0, 0, 1};
     uint16_t *rgb = NULL, *inten = NULL;
     grove__rd r;
     int rd_open = 0;
@@ -137,12 +129,12 @@ grove_status grove_cloud_read(grove_ctx *ctx, const char *path, grove_cloud_form
             GROVE_TRY_END(st, grove__read_text(&r, 3, &pts));
         grove__rd_close(&r);
         rd_open = 0;
-        st = widen(ctx, path, &pts, rgb, inten, out);
+        take(&pts, rgb, inten, out);
     }
 _end:
     if (rd_open) grove__rd_close(&r);
     if (st != GROVE_OK) {
-        grove_points_free(&pts);
+        free(pts.xyz);
         grove_cloud_free(out);
     }
     return st;

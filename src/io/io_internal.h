@@ -44,7 +44,7 @@ grove_status grove__rd_need(grove__rd *r, size_t n, size_t *avail);
 /* Consumes up to n bytes; *done receives how many there were before end of file. */
 grove_status grove__rd_skip(grove__rd *r, uint64_t n, uint64_t *done);
 
-/* Result of grove__parse_float. */
+/* Result of grove__parse_real and grove__parse_float. */
 enum {
     GROVE__NUM_OK = 0,
     GROVE__NUM_BAD,   /* not a decimal number */
@@ -54,9 +54,13 @@ enum {
     GROVE__NUM_NOMEM
 };
 
-/* Parses s[0..len) (s[len] must be writable) as a decimal number, correctly rounded to float.
- * Grammar: [+-] (digits [. digits*] | . digits) [(e|E) [+-] digits]. Underflow rounds to a
- * subnormal or zero and is accepted. */
+/* Parses s[0..len) (s[len] must be writable) as a decimal number, correctly rounded to double
+ * (f64 = 1) or to float (f64 = 0; *out then holds that float exactly). Grammar: [+-] (digits
+ * [. digits*] | . digits) [(e|E) [+-] digits]. Underflow rounds to a subnormal or zero and is
+ * accepted; a value that rounds to infinity in the chosen precision is GROVE__NUM_RANGE. */
+int grove__parse_real(char *s, size_t len, int f64, double *out);
+
+/* grove__parse_real rounding to float. */
 int grove__parse_float(char *s, size_t len, float *out);
 
 /* 1 if s[0..len) is spelled like a number, NaN or infinity (starts with a digit, sign or '.',
@@ -70,21 +74,43 @@ size_t grove__format_float(char *dst, float v);
 /* Writes s[0..len) for a message: at most 40 bytes, control bytes as '?', "..." if cut. */
 void grove__quote(char *dst, size_t dst_size, const char *s, size_t len);
 
+/* What the text and PLY readers fill: n points of `dims` interleaved coordinates, float or
+ * double as f64 says (set by the caller before reading), so that grove_points_read,
+ * grove_points64_read and grove_cloud_read share one reader per format. */
+typedef struct grove__pts {
+    void *xyz; /* float * or double *; NULL when nothing was reserved */
+    size_t n;
+    int dims;
+    int f64;
+} grove__pts;
+
+/* Stores coordinate i (point i / dims), v already rounded to p's precision. */
+static inline void grove__pts_set(grove__pts *p, size_t i, double v)
+{
+    if (p->f64)
+        ((double *)p->xyz)[i] = v;
+    else
+        ((float *)p->xyz)[i] = (float)v;
+}
+
+/* "double" or "float", for messages about a value out of range. */
+static inline const char *grove__prec_name(int f64) { return f64 ? "double" : "float"; }
+
 /* Room for at least `want` points in out (out->dims set), capacity in *cap, growing
  * geometrically; `limit` (0: none) caps the capacity (a PLY vertex count). */
-grove_status grove__pts_reserve(grove_ctx *ctx, grove_points *out, size_t *cap, size_t want,
+grove_status grove__pts_reserve(grove_ctx *ctx, grove__pts *out, size_t *cap, size_t want,
                                 size_t limit);
 
 /* Readers; the reader r is open and the caller closes it. dims is 0, 2 or 3. */
-grove_status grove__read_text(grove__rd *r, int dims, grove_points *out);
-grove_status grove__read_ply(grove__rd *r, int dims, grove_points *out);
+grove_status grove__read_text(grove__rd *r, int dims, grove__pts *out);
+grove_status grove__read_ply(grove__rd *r, int dims, grove__pts *out);
 
 /* The PLY reader for grove_cloud_read: 3-D points into out (as grove__read_ply with dims 3),
  * and the vertex element's red, green, blue (all three, uchar scaled by 257 or ushort) and
  * intensity (uchar scaled by 257 or ushort) as new arrays of 3 * out->n and out->n values, or
  * NULL where the element has no such properties of those types (and when out->n is 0 or on
  * failure). The arrays may be longer than out->n; the caller frees them. */
-grove_status grove__read_ply_cloud(grove__rd *r, grove_points *out, uint16_t **rgb,
+grove_status grove__read_ply_cloud(grove__rd *r, grove__pts *out, uint16_t **rgb,
                                    uint16_t **intensity);
 
 /* The LAS reader (io_las.c): fills *out, which is zeroed; on failure the caller frees it. */

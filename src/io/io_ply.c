@@ -59,6 +59,7 @@ typedef struct ply {
     elem *el;
     size_t nel, cap;
     int dims; /* requested, then resolved */
+    int f64;  /* the points are kept in double (grove__pts.f64) */
     /* grove__read_ply_cloud only: attrs asks for the attribute roles; has_rgb / has_int say
      * which the vertex element has in a supported type; rgb (3 per point) and inten follow
      * out->xyz's capacity, acap. */
@@ -341,16 +342,25 @@ static grove_status read_header(ply *s)
 
 /* ---- values ---- */
 
-/* Converts a coordinate to float: finite and rounding to a finite float (below FLT_MAX plus
- * half an ulp), else a GROVE__NUM_ code. */
-static int to_float(double v, float *out)
+/* Rounds a coordinate to the precision the points are kept in: it must be finite and, for
+ * float, round to a finite float (below FLT_MAX plus half an ulp); else a GROVE__NUM_ code.
+ * Every PLY value is exact in double, so f64 keeps v as it is. */
+static int to_coord(double v, int f64, double *out)
 {
     if (isnan(v)) return GROVE__NUM_NAN;
     if (isinf(v)) return GROVE__NUM_INF;
-    if (fabs(v) >= 0x1.ffffffp127) return GROVE__NUM_RANGE;
-    *out = (float)v;
+    if (!f64) {
+        if (fabs(v) >= 0x1.ffffffp127) return GROVE__NUM_RANGE;
+        v = (double)(float)v;
+    }
+    *out = v;
     return GROVE__NUM_OK;
 }
+
+/* The precision an ASCII value of property p is parsed to: double only when the points are
+ * kept in double and the property is one, so that an ASCII file gives the values its binary
+ * twin would (a float property holds floats whatever the text says). */
+static int ascii_f64(const ply *s, const prop *p) { return s->f64 && p->type == T_F64; }
 
 static uint64_t load_bits(const unsigned char *p, int size, int be)
 {
@@ -399,7 +409,7 @@ static grove_status truncated(ply *s, const elem *e, uint64_t rec)
                         s->r->path, (unsigned long long)e->count, e->name, (unsigned long long)rec);
 }
 
-/* A bad binary coordinate: rc from to_float. */
+/* A bad binary coordinate: rc from to_coord. */
 static grove_status bin_value_error(ply *s, uint64_t rec, const prop *p, int rc, double v)
 {
     const char *path = s->r->path;
@@ -415,12 +425,12 @@ static grove_status bin_value_error(ply *s, uint64_t rec, const prop *p, int rc,
                             "property %s",
                             path, r, p->name);
     return grove__error(s->r->ctx, GROVE_ERR_BAD_INPUT,
-                        "%s: vertex record %llu: property %s is out of float range: %.17g", path, r,
-                        p->name, v);
+                        "%s: vertex record %llu: property %s is out of %s range: %.17g", path, r,
+                        p->name, grove__prec_name(s->f64), v);
 }
 
 /* Room for `want` points, and their attributes when the cloud reader asked for them. */
-static grove_status reserve(ply *s, grove_points *out, size_t *cap, size_t want, size_t limit)
+static grove_status reserve(ply *s, grove__pts *out, size_t *cap, size_t want, size_t limit)
 {
     GROVE_TRY(grove__pts_reserve(s->r->ctx, out, cap, want, limit));
     if (*cap > s->acap && (s->has_rgb || s->has_int)) {
@@ -453,10 +463,23 @@ static void put_attrs(ply *s, size_t i, const uint16_t *a)
     if (s->has_int) s->inten[i] = a[3];
 }
 
+/* Appends a vertex read property by property: its coordinates pt (already rounded) and
+ * attributes a. */
+static grove_status add_point(ply *s, const elem *e, grove__pts *out, size_t *cap, const double *pt,
+                              const uint16_t *a)
+{
+    int d;
+    GROVE_TRY(reserve(s, out, cap, out->n + 1, (size_t)e->count));
+    for (d = 0; d < s->dims; d++) grove__pts_set(out, out->n * (size_t)s->dims + (size_t)d, pt[d]);
+    if (s->has_rgb || s->has_int) put_attrs(s, out->n, a);
+    out->n++;
+    return GROVE_OK;
+}
+
 /* ---- binary body ---- */
 
 /* Vertex records of fixed size: whole buffered records are decoded in one sweep. */
-static grove_status bin_vertex_fixed(ply *s, const elem *e, size_t recsize, grove_points *out)
+static grove_status bin_vertex_fixed(ply *s, const elem *e, size_t recsize, grove__pts *out)
 {
     grove__rd *r = s->r;
     size_t off[R_COUNT] = {0}, cap = 0, o = 0, i;
@@ -478,11 +501,12 @@ static grove_status bin_vertex_fixed(ply *s, const elem *e, size_t recsize, grov
         GROVE_TRY(reserve(s, out, &cap, out->n + m, (size_t)e->count));
         for (j = 0; j < m; j++) {
             const unsigned char *rec = (const unsigned char *)r->buf + r->beg + j * recsize;
-            float *pt = out->xyz + (out->n + j) * (size_t)dims;
+            size_t at = (out->n + j) * (size_t)dims;
             for (d = 0; d < dims; d++) {
-                double v = load_value(rec + off[d], pr[d]->type, be);
-                int rc = to_float(v, &pt[d]);
+                double v = load_value(rec + off[d], pr[d]->type, be), c;
+                int rc = to_coord(v, s->f64, &c);
                 if (rc != GROVE__NUM_OK) return bin_value_error(s, out->n + j, pr[d], rc, v);
+                grove__pts_set(out, at + (size_t)d, c);
             }
             if (s->has_rgb || s->has_int) {
                 uint16_t a[4] = {0, 0, 0, 0};
@@ -498,7 +522,7 @@ static grove_status bin_vertex_fixed(ply *s, const elem *e, size_t recsize, grov
     return GROVE_OK;
 }
 
-static grove_status bin_element(ply *s, const elem *e, grove_points *out)
+static grove_status bin_element(ply *s, const elem *e, grove__pts *out)
 {
     grove__rd *r = s->r;
     size_t recsize = 0, i, cap = 0;
@@ -521,7 +545,7 @@ static grove_status bin_element(ply *s, const elem *e, grove_points *out)
         return GROVE_OK;
     }
     for (rec = 0; rec < e->count; rec++) {
-        float pt[3] = {0, 0, 0};
+        double pt[3] = {0, 0, 0};
         uint16_t a[4] = {0, 0, 0, 0};
         for (i = 0; i < e->nprops; i++) {
             const prop *p = &e->props[i];
@@ -551,18 +575,13 @@ static grove_status bin_element(ply *s, const elem *e, grove_points *out)
                     a[p->role - R_RED] = attr16(v, p->type);
                 } else if (p->role >= 0) {
                     double v = load_value((const unsigned char *)r->buf + r->beg, p->type, be);
-                    int rc = to_float(v, &pt[p->role]);
+                    int rc = to_coord(v, s->f64, &pt[p->role]);
                     if (rc != GROVE__NUM_OK) return bin_value_error(s, rec, p, rc, v);
                 }
                 r->beg += sz;
             }
         }
-        if (e->vertex) {
-            GROVE_TRY(reserve(s, out, &cap, out->n + 1, (size_t)e->count));
-            memcpy(out->xyz + out->n * (size_t)s->dims, pt, (size_t)s->dims * sizeof(float));
-            if (s->has_rgb || s->has_int) put_attrs(s, out->n, a);
-            out->n++;
-        }
+        if (e->vertex) GROVE_TRY(add_point(s, e, out, &cap, pt, a));
     }
     return GROVE_OK;
 }
@@ -590,8 +609,8 @@ static grove_status ascii_value_error(ply *s, const elem *e, uint64_t rec, const
     case GROVE__NUM_RANGE:
         return grove__error(s->r->ctx, GROVE_ERR_BAD_INPUT,
                             "%s:%llu: %s record %llu: property "
-                            "%s is out of float range: '%s'",
-                            path, ln, e->name, r, p->name, q);
+                            "%s is out of %s range: '%s'",
+                            path, ln, e->name, r, p->name, grove__prec_name(ascii_f64(s, p)), q);
     case GROVE__NUM_NOMEM:
         return grove__error(s->r->ctx, GROVE_ERR_OUT_OF_MEMORY, "%s:%llu: out of memory", path, ln);
     default:
@@ -602,7 +621,7 @@ static grove_status ascii_value_error(ply *s, const elem *e, uint64_t rec, const
     }
 }
 
-static grove_status ascii_element(ply *s, const elem *e, grove_points *out)
+static grove_status ascii_element(ply *s, const elem *e, grove__pts *out)
 {
     grove__rd *r = s->r;
     size_t cap = 0;
@@ -611,7 +630,7 @@ static grove_status ascii_element(ply *s, const elem *e, grove_points *out)
         char *line, *p, *end, *t;
         size_t len, tl, i;
         int got;
-        float pt[3] = {0, 0, 0};
+        double pt[3] = {0, 0, 0};
         uint16_t a[4] = {0, 0, 0, 0};
         unsigned long long ln, rr = (unsigned long long)rec;
         do {
@@ -653,11 +672,11 @@ static grove_status ascii_element(ply *s, const elem *e, grove_points *out)
             } else if (pr->role >= 0) {
                 int rc;
                 if (pr->type == T_F32 || pr->type == T_F64) {
-                    rc = grove__parse_float(t, tl, &pt[pr->role]);
+                    rc = grove__parse_real(t, tl, ascii_f64(s, pr), &pt[pr->role]);
                 } else {
                     long long v;
                     rc = parse_int(t, tl, &v) && int_in_range(v, pr->type)
-                             ? to_float((double)v, &pt[pr->role])
+                             ? to_coord((double)v, s->f64, &pt[pr->role])
                              : GROVE__NUM_BAD;
                 }
                 if (rc != GROVE__NUM_OK) return ascii_value_error(s, e, rec, pr, rc, t, tl);
@@ -668,26 +687,22 @@ static grove_status ascii_element(ply *s, const elem *e, grove_points *out)
                                 "%s:%llu: %s record %llu: more values than the header's %zu "
                                 "properties",
                                 r->path, ln, e->name, rr, e->nprops);
-        if (e->vertex) {
-            GROVE_TRY(reserve(s, out, &cap, out->n + 1, (size_t)e->count));
-            memcpy(out->xyz + out->n * (size_t)s->dims, pt, (size_t)s->dims * sizeof(float));
-            if (s->has_rgb || s->has_int) put_attrs(s, out->n, a);
-            out->n++;
-        }
+        if (e->vertex) GROVE_TRY(add_point(s, e, out, &cap, pt, a));
     }
     return GROVE_OK;
 }
 
-static grove_status read_ply(ply *s, grove_points *out)
+static grove_status read_ply(ply *s, grove__pts *out)
 {
     grove__rd *r = s->r;
     grove_status st = GROVE_OK;
     size_t i;
     GROVE_TRY_END(st, read_header(s));
     out->dims = s->dims;
+    s->f64 = out->f64;
     for (i = 0; i < s->nel; i++) {
         const elem *e = &s->el[i];
-        if (e->vertex && e->count > SIZE_MAX / (3 * sizeof(float))) {
+        if (e->vertex && e->count > SIZE_MAX / (3 * (out->f64 ? sizeof(double) : sizeof(float)))) {
             st = grove__error(r->ctx, GROVE_ERR_LIMIT, "%s: %llu vertices do not fit in memory",
                               r->path, (unsigned long long)e->count);
             goto _end;
@@ -704,7 +719,7 @@ _end:
     return st;
 }
 
-grove_status grove__read_ply(grove__rd *r, int dims, grove_points *out)
+grove_status grove__read_ply(grove__rd *r, int dims, grove__pts *out)
 {
     ply s;
     memset(&s, 0, sizeof s);
@@ -713,7 +728,7 @@ grove_status grove__read_ply(grove__rd *r, int dims, grove_points *out)
     return read_ply(&s, out);
 }
 
-grove_status grove__read_ply_cloud(grove__rd *r, grove_points *out, uint16_t **rgb,
+grove_status grove__read_ply_cloud(grove__rd *r, grove__pts *out, uint16_t **rgb,
                                    uint16_t **intensity)
 {
     ply s;

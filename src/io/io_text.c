@@ -51,7 +51,7 @@ static int names_z(const char *s, size_t len)
     return len == 1 && (s[0] == 'z' || s[0] == 'Z');
 }
 
-grove_status grove__read_text(grove__rd *r, int dims, grove_points *out)
+grove_status grove__read_text(grove__rd *r, int dims, grove__pts *out)
 {
     char *line, *f[3];
     size_t len, fl[3], cap = 0, avail;
@@ -66,7 +66,7 @@ grove_status grove__read_text(grove__rd *r, int dims, grove_points *out)
         char *p, *e;
         size_t k;
         int c;
-        float *pt;
+        size_t at;
         unsigned long long ln;
 
         GROVE_TRY(grove__rd_line(r, &line, &len, &got));
@@ -93,14 +93,18 @@ grove_status grove__read_text(grove__rd *r, int dims, grove_points *out)
                                 "%s:%llu: row has %zu column%s, need %d", r->path, ln, k,
                                 k == 1 ? "" : "s", dims);
         if (out->n == cap) GROVE_TRY(grove__pts_reserve(r->ctx, out, &cap, out->n + 1, 0));
-        pt = out->xyz + out->n * (size_t)dims;
+        at = out->n * (size_t)dims;
         for (c = 0; c < dims; c++) {
             int rc;
+            double v;
             if (fl[c] == 0)
                 return grove__error(r->ctx, GROVE_ERR_BAD_INPUT, "%s:%llu: column %d is empty",
                                     r->path, ln, c + 1);
-            rc = grove__parse_float(f[c], fl[c], &pt[c]);
-            if (rc == GROVE__NUM_OK) continue;
+            rc = grove__parse_real(f[c], fl[c], out->f64, &v);
+            if (rc == GROVE__NUM_OK) {
+                grove__pts_set(out, at + (size_t)c, v);
+                continue;
+            }
             grove__quote(q, sizeof q, f[c], fl[c]);
             switch (rc) {
             case GROVE__NUM_NAN:
@@ -111,8 +115,8 @@ grove_status grove__read_text(grove__rd *r, int dims, grove_points *out)
                                     r->path, ln, c + 1);
             case GROVE__NUM_RANGE:
                 return grove__error(r->ctx, GROVE_ERR_BAD_INPUT,
-                                    "%s:%llu: column %d is out of float range: '%s'", r->path, ln,
-                                    c + 1, q);
+                                    "%s:%llu: column %d is out of %s range: '%s'", r->path, ln,
+                                    c + 1, grove__prec_name(out->f64), q);
             case GROVE__NUM_NOMEM:
                 return grove__error(r->ctx, GROVE_ERR_OUT_OF_MEMORY, "%s:%llu: out of memory",
                                     r->path, ln);
