@@ -16,6 +16,7 @@
 #include "bench_cuda.h"
 #include "core_cuda.h"
 #include "../src/octree/octree_cuda.h"
+#include "../src/octree/octree_morton.cuh"
 
 namespace
 {
@@ -35,27 +36,6 @@ __global__ void quantize_kernel(const double *__restrict__ xyz, size_t n, double
     q[3 * i + 2] = grove__ot_quantize(xyz[3 * i + 2], lo2, to_grid);
 }
 
-__device__ __forceinline__ u64 spread21(uint32_t v)
-{
-    u64 x = v & 0x1FFFFFu;
-    x = (x | x << 32) & 0x1F00000000FFFFull;
-    x = (x | x << 16) & 0x1F0000FF0000FFull;
-    x = (x | x << 8) & 0x100F00F00F00F00Full;
-    x = (x | x << 4) & 0x10C30C30C30C30C3ull;
-    x = (x | x << 2) & 0x1249249249249249ull;
-    return x;
-}
-
-/* 21 top bits of each 30-bit grid coordinate, interleaved: 63-bit keys. */
-__global__ void morton_kernel(const uint32_t *__restrict__ q, size_t n, u64 *__restrict__ key,
-                              uint32_t *__restrict__ idx)
-{
-    const size_t i = blockIdx.x * (size_t)kBlock + threadIdx.x;
-    if (i >= n) return;
-    key[i] = spread21(q[3 * i] >> 9) | spread21(q[3 * i + 1] >> 9) << 1 |
-             spread21(q[3 * i + 2] >> 9) << 2;
-    idx[i] = (uint32_t)i;
-}
 
 /* bad[0]: adjacent pairs out of order; bad[1]: sum of indices; bad[2]: xor of keys. */
 __global__ void sorted_check_kernel(const u64 *__restrict__ key, const uint32_t *__restrict__ idx,
@@ -149,16 +129,6 @@ extern "C" grove_status grove__bench_ot_build_device(grove_ctx *ctx, const doubl
 /* The counting pass (aggregated and plain, 8^depth counters, counts copied to h_agg/h_plain)
  * and the Morton sort floor of the same points; *sort_ok: the sorted keys are ascending and a
  * permutation of the unsorted ones (index sum and key xor). */
-__global__ void permute_kernel(const uint32_t *__restrict__ perm, size_t n,
-                               const uint32_t *__restrict__ q, uint32_t *__restrict__ dq)
-{
-    const size_t j = blockIdx.x * (size_t)kBlock + threadIdx.x;
-    if (j >= n) return;
-    const size_t i = perm[j];
-    dq[3 * j] = q[3 * i];
-    dq[3 * j + 1] = q[3 * i + 1];
-    dq[3 * j + 2] = q[3 * i + 2];
-}
 
 /* morton != 0: the counting passes read the points in Morton order (as the build counts
  * them), sorted before the timing. */
@@ -209,7 +179,7 @@ extern "C" grove_status grove__bench_ot_passes(grove_ctx *ctx, const double *d_x
                                                             (uint32_t *)sidx.p, n, 0, 63, s),
                        "bench octree: sort");
         permute_kernel<<<blocks_for(n), kBlock, 0, s>>>((const uint32_t *)sidx.p, n, qc,
-                                                        (uint32_t *)qm.p);
+                                                        (uint32_t *)qm.p, NULL, NULL);
         GROVE_CUDA_LAUNCHED(ctx, "bench octree: permute");
         qc = (const uint32_t *)qm.p;
     }

@@ -57,6 +57,7 @@
 
 #include "core_cuda.h"
 #include "octree_cuda.h"
+#include "octree_morton.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -296,42 +297,7 @@ __global__ void split_kernel(Pool P, uint32_t ns, uint32_t base)
 
 /* ---- Morton order ---- */
 
-__device__ __forceinline__ u64 spread21(uint32_t v)
-{
-    u64 x = v & 0x1FFFFFu;
-    x = (x | x << 32) & 0x1F00000000FFFFull;
-    x = (x | x << 16) & 0x1F0000FF0000FFull;
-    x = (x | x << 8) & 0x100F00F00F00F00Full;
-    x = (x | x << 4) & 0x10C30C30C30C30C3ull;
-    x = (x | x << 2) & 0x1249249249249249ull;
-    return x;
-}
-
-/* The cells of levels 0..20 interleaved (octant digits, level 0 on top): a cell of level
- * l <= 21 is the key's top 3 l bits, so in key order every such cell is one run. */
-__global__ void morton_kernel(const uint32_t *__restrict__ q, size_t n, u64 *__restrict__ key,
-                              uint32_t *__restrict__ idx)
-{
-    const size_t i = blockIdx.x * (size_t)kBlock + threadIdx.x;
-    if (i >= n) return;
-    key[i] = spread21(q[3 * i] >> 9) | spread21(q[3 * i + 1] >> 9) << 1 |
-             spread21(q[3 * i + 2] >> 9) << 2;
-    idx[i] = (uint32_t)i;
-}
-
-/* dq[j] = q[perm[j]] (and dleaf[j] = leaf[perm[j]] when leaf is given). */
-__global__ void permute_kernel(const uint32_t *__restrict__ perm, size_t n,
-                               const uint32_t *__restrict__ q, uint32_t *__restrict__ dq,
-                               const uint32_t *__restrict__ leaf, uint32_t *__restrict__ dleaf)
-{
-    const size_t j = blockIdx.x * (size_t)kBlock + threadIdx.x;
-    if (j >= n) return;
-    const size_t i = perm[j];
-    dq[3 * j] = q[3 * i];
-    dq[3 * j + 1] = q[3 * i + 1];
-    dq[3 * j + 2] = q[3 * i + 2];
-    if (leaf) dleaf[j] = leaf[i];
-}
+/* morton_kernel and permute_kernel: octree_morton.cuh */
 
 /* Refinement below level 21: runs of equal 63-bit key numbered (rid, from 1 on) and the octant
  * digits of levels 21..levels-1 appended, so that sorting by the result orders every cell of up
