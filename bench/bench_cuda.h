@@ -27,6 +27,13 @@ int grove__bench_add_row(grove_bench_row *rows, int max_rows, int *nrows, const 
 void grove__bench_floor_row(grove_bench_row *rows, int max_rows, int *nrows, const char *op,
                             const char *impl, size_t n, double ms, double floor_ms, int checked);
 
+/* The start of a tree suite: the sizes it runs (opts->n, else its ndefaults defaults) and a
+ * CPU context for its reference rows, which the caller destroys. On failure the error, naming
+ * the suite, is on ctx and *cpu is NULL. */
+grove_status grove__bench_setup(grove_ctx *ctx, const char *suite, const grove_bench_opts *opts,
+                                const size_t *defaults, int ndefaults, size_t *sizes,
+                                int *nsizes, grove_ctx **cpu);
+
 /* A failed check: the message goes to ctx (GROVE_ERR_INTERNAL), which the CLI prints as a note
  * under the table. Returns 0, the row's `checked`. */
 int grove__bench_note(grove_ctx *ctx, const char *fmt, ...)

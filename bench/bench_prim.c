@@ -57,6 +57,30 @@ void grove__bench_floor_row(grove_bench_row *rows, int max_rows, int *nrows, con
     rows[*nrows - 1].vs_floor = (floor_ms > 0 && ms > 0) ? floor_ms / ms : 0;
 }
 
+grove_status grove__bench_setup(grove_ctx *ctx, const char *suite, const grove_bench_opts *opts,
+                                const size_t *defaults, int ndefaults, size_t *sizes,
+                                int *nsizes, grove_ctx **cpu)
+{
+    grove_ctx_opts co;
+    grove_status s;
+    *nsizes = 0;
+    *cpu = NULL;
+    if (opts->n)
+        sizes[(*nsizes)++] = opts->n;
+    else
+        for (int i = 0; i < ndefaults; i++) sizes[(*nsizes)++] = defaults[i];
+    grove_ctx_default_opts(&co);
+    co.backend = GROVE_BACKEND_CPU;
+    s = grove_ctx_create(&co, cpu);
+    if (s != GROVE_OK) {
+        grove__error(ctx, s, "bench %s: no CPU context: %s", suite,
+                     *cpu ? grove_ctx_last_error(*cpu) : "out of memory");
+        grove_ctx_destroy(*cpu);
+        *cpu = NULL;
+    }
+    return s;
+}
+
 int grove__bench_note(grove_ctx *ctx, const char *fmt, ...)
 {
     char msg[512];

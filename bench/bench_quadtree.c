@@ -177,17 +177,9 @@ grove_status grove_bench_quadtree(grove_ctx *ctx, const grove_bench_opts *opts,
     int cuda = grove_ctx_backend(ctx) == GROVE_BACKEND_CUDA;
     grove_status s = GROVE_OK;
     grove_ctx *cpu = NULL;
-    grove_ctx_opts co;
 
     *nrows = 0;
-    if (opts->n) {
-        sizes[nsizes++] = opts->n;
-    } else {
-        for (int i = 0; i < 3; i++) sizes[nsizes++] = default_sizes[i];
-    }
-    grove_ctx_default_opts(&co);
-    co.backend = GROVE_BACKEND_CPU;
-    s = grove_ctx_create(&co, &cpu);
+    s = grove__bench_setup(ctx, "quadtree", opts, default_sizes, 3, sizes, &nsizes, &cpu);
     if (s != GROVE_OK) return s;
 
     for (int si = 0; si < nsizes && s == GROVE_OK; si++) {

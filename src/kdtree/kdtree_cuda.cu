@@ -1,6 +1,7 @@
 /*
  * kdtree_cuda.cu - the CUDA build of the k-d tree: the three stages of kdtree_cpu.c on the GPU,
- * giving the same tree byte for byte.
+ * giving the same tree byte for byte. This file runs the build and its large-node stage;
+ * kdtree_small_cuda.cu has the small-node and output stages' kernels.
  *
  *   large nodes  one pass per level over the level's active nodes (more than 64 points):
  *                  boxes    tiles of kTile points, each a slice of one node; a block reduces
@@ -46,35 +47,16 @@
 
 #include "core_cuda.h"
 #include "../prim/prim_cuda.h"
+#include "kdtree_build_cuda.cuh"
 #include "kdtree_cuda.h"
 
 namespace
 {
 
+using namespace grove_kd;
+
 const int kMaxD = GROVE_KDTREE_MAX_DIMS;
-const int kSmall = GROVE__KD_SMALL;
-const int kBlock = 256;
 const int kTile = 4096; /* points per box or flag tile */
-
-/* A node under construction (kdtree_cpu.c's bnode): ids in construction order. */
-struct BNode {
-    uint64_t begin, end;
-    uint64_t left, right; /* 0 for a leaf */
-    double split;
-    int32_t axis, kind;
-};
-
-/* A small root: its node id and level. */
-struct SmallRoot {
-    uint64_t id;
-    uint32_t level, pad;
-};
-
-unsigned grid_for(size_t n, int block = kBlock)
-{
-    size_t b = (n + (size_t)block - 1) / (size_t)block;
-    return (unsigned)(b < 1 ? 1 : (b > 65535u * 64u ? 65535u * 64u : b));
-}
 
 /* ---- the double arithmetic of kdtree_cpu.c, one rounding per operation ---- */
 
@@ -393,388 +375,6 @@ compact_kernel(uint32_t nact, int D, uint64_t base, const uint32_t *__restrict__
     }
 }
 
-/* ---- small-node stage ---- */
-
-/* One warp per small root (at most 64 points, so two per lane). The warp walks the root's
- * subtree depth first as small_build() of kdtree_cpu.c does; each node's box is a warp
- * reduction, and the plane search runs all candidate planes of an axis at once: prefix and
- * suffix boxes by warp scans (min and max are exact, so any order gives the CPU's boxes), the
- * CPU's cost formula per candidate in the same rounded operations, then the least
- * (cost, axis, position), which is what the CPU's sequential sweep keeps. The stable
- * partitions of the tree order and of the per-axis sorted lists are ballots. */
-const int kSmallWarps = 4;
-
-/* Shared scratch of one warp, sized for D axes. */
-template <int D> struct WarpWs {
-    double px[kSmall * D];  /* local point p's coordinates */
-    uint64_t gid[kSmall];   /* local point -> input position */
-    uint8_t ord[D][kSmall]; /* per axis, each node's range sorted by (coordinate, p) */
-    uint8_t seq[kSmall];    /* tree order of the local points */
-    uint8_t tmp[kSmall];    /* partition scratch */
-    uint8_t stk[2 * kSmall + 2], sa[2 * kSmall + 2], se[2 * kSmall + 2]; /* node stack */
-    uint8_t lvl[2 * kSmall]; /* local depth per local node */
-};
-
-template <int D> __device__ double box_measure(const double *lo, const double *hi, double infl)
-{
-    double m = 1.0;
-    for (int d = 0; d < D; d++) m = __dmul_rn(m, __dadd_rn(__dsub_rn(hi[d], lo[d]), infl));
-    return m;
-}
-
-/* A candidate plane: cost c before position i of an axis's sorted range (i >= 1). */
-struct Cand {
-    double c, split;
-    int i, ok;
-};
-
-__device__ __forceinline__ bool better(const Cand &a, const Cand &b)
-{
-    return a.ok && (!b.ok || a.c < b.c || (a.c == b.c && a.i < b.i));
-}
-
-__device__ __forceinline__ Cand shfl_cand(const Cand &a, int o)
-{
-    Cand r;
-    r.c = __shfl_xor_sync(0xffffffffu, a.c, o);
-    r.split = __shfl_xor_sync(0xffffffffu, a.split, o);
-    r.i = __shfl_xor_sync(0xffffffffu, a.i, o);
-    r.ok = __shfl_xor_sync(0xffffffffu, a.ok, o);
-    return r;
-}
-
-/* The least-cost plane of the node whose range [a, e) of every sorted list has the box bx;
- * the same result in every lane. Returns 0 if no plane separates the points. */
-template <int D>
-__device__ int warp_best(const WarpWs<D> &w, int a, int e, const double *bx, int lane, int *axis,
-                         double *split)
-{
-    const int m = e - a, j0 = 2 * lane, j1 = 2 * lane + 1;
-    double ext_max = 0.0, infl;
-    Cand best;
-    best.ok = 0;
-    best.c = INFINITY;
-    best.split = 0.0;
-    best.i = 0;
-    *axis = -1;
-    for (int d = 0; d < D; d++) {
-        double ex = __dsub_rn(bx[D + d], bx[d]);
-        ext_max = ex > ext_max ? ex : ext_max;
-    }
-    infl = __dmul_rn(2.0, __ddiv_rn(ext_max, __dsqrt_rn((double)m)));
-    for (int d = 0; d < D; d++) {
-        const uint8_t *o = w.ord[d] + a;
-        const bool h0 = j0 < m, h1 = j1 < m;
-        const double *p0 = h0 ? w.px + o[j0] * D : NULL, *p1 = h1 ? w.px + o[j1] * D : NULL;
-        /* left box of the plane before j0 (exclusive prefix), and before j1; right box of the
-         * plane before j0 (suffix from j0), and before j1 */
-        double l0lo[D], l0hi[D], l1lo[D], l1hi[D], r0lo[D], r0hi[D], r1lo[D], r1hi[D];
-        for (int k = 0; k < D; k++) {
-            double v0lo = h0 ? p0[k] : INFINITY, v0hi = h0 ? p0[k] : -INFINITY;
-            double v1lo = h1 ? p1[k] : INFINITY, v1hi = h1 ? p1[k] : -INFINITY;
-            double slo = fmin(v0lo, v1lo), shi = fmax(v0hi, v1hi);
-            double ulo = slo, uhi = shi;
-            for (int q = 1; q < 32; q *= 2) {
-                double tlo = __shfl_up_sync(0xffffffffu, slo, q);
-                double thi = __shfl_up_sync(0xffffffffu, shi, q);
-                double vlo = __shfl_down_sync(0xffffffffu, ulo, q);
-                double vhi = __shfl_down_sync(0xffffffffu, uhi, q);
-                if (lane >= q) {
-                    slo = fmin(slo, tlo);
-                    shi = fmax(shi, thi);
-                }
-                if (lane + q < 32) {
-                    ulo = fmin(ulo, vlo);
-                    uhi = fmax(uhi, vhi);
-                }
-            }
-            double elo = __shfl_up_sync(0xffffffffu, slo, 1);
-            double ehi = __shfl_up_sync(0xffffffffu, shi, 1);
-            double alo = __shfl_down_sync(0xffffffffu, ulo, 1);
-            double ahi = __shfl_down_sync(0xffffffffu, uhi, 1);
-            if (lane == 0) {
-                elo = INFINITY;
-                ehi = -INFINITY;
-            }
-            if (lane == 31) {
-                alo = INFINITY;
-                ahi = -INFINITY;
-            }
-            l0lo[k] = elo;
-            l0hi[k] = ehi;
-            l1lo[k] = fmin(elo, v0lo);
-            l1hi[k] = fmax(ehi, v0hi);
-            r0lo[k] = ulo;
-            r0hi[k] = uhi;
-            r1lo[k] = fmin(alo, v1lo);
-            r1hi[k] = fmax(ahi, v1hi);
-        }
-        /* the coordinate before j0 is the previous lane's j1 */
-        double c1 = h1 ? p1[d] : INFINITY, c0 = h0 ? p0[d] : INFINITY;
-        double before0 = __shfl_up_sync(0xffffffffu, c1, 1);
-        Cand mine, other;
-        mine.ok = j0 >= 1 && h0 && before0 < c0;
-        mine.i = j0;
-        mine.split = c0;
-        mine.c = INFINITY;
-        if (mine.ok) {
-            double ml = box_measure<D>(l0lo, l0hi, infl), mr = box_measure<D>(r0lo, r0hi, infl);
-            mine.c = __dadd_rn(__dmul_rn((double)j0, ml), __dmul_rn((double)(m - j0), mr));
-        }
-        other.ok = h1 && c0 < c1;
-        other.i = j1;
-        other.split = c1;
-        other.c = INFINITY;
-        if (other.ok) {
-            double ml = box_measure<D>(l1lo, l1hi, infl), mr = box_measure<D>(r1lo, r1hi, infl);
-            other.c = __dadd_rn(__dmul_rn((double)j1, ml), __dmul_rn((double)(m - j1), mr));
-        }
-        if (better(other, mine)) mine = other;
-        for (int q = 16; q > 0; q /= 2) {
-            Cand t = shfl_cand(mine, q);
-            if (better(t, mine)) mine = t;
-        }
-        /* a later axis must be strictly better */
-        if (mine.ok && (!best.ok || mine.c < best.c)) {
-            best = mine;
-            *axis = d;
-        }
-    }
-    *split = best.split;
-    return best.ok;
-}
-
-/* Stable partition of list[a, e) by px[p * D + axis] < split (nl points go left). */
-template <int D>
-__device__ void warp_partition(WarpWs<D> &w, uint8_t *list, int a, int e, int nl, int axis,
-                               double split, int lane)
-{
-    int left = 0;
-    for (int c = a; c < e; c += 32) {
-        int j = c + lane;
-        uint8_t p = j < e ? list[j] : 0;
-        bool f = j < e && w.px[p * D + axis] < split;
-        unsigned bal = __ballot_sync(0xffffffffu, f);
-        int lr = left + __popc(bal & ((1u << lane) - 1u));
-        if (j < e) w.tmp[f ? a + lr : a + nl + (j - a - lr)] = p;
-        left += __popc(bal);
-    }
-    __syncwarp();
-    for (int j = a + lane; j < e; j += 32) list[j] = w.tmp[j];
-    __syncwarp();
-}
-
-/* The subtree of each small root: to the scratch slots sub[2 * begin ...] in construction order
- * (local ids; left/right local, 0 for a leaf), its size to cnt[r], and the root's points put
- * in tree order in perm. */
-template <int D>
-__global__ void __launch_bounds__(32 * kSmallWarps)
-    small_kernel(const BNode *__restrict__ nodes, const SmallRoot *__restrict__ roots,
-                 uint32_t nroots, int leaf, const double *__restrict__ x,
-                 uint64_t *__restrict__ perm, BNode *__restrict__ sub, double *__restrict__ subb,
-                 uint32_t *__restrict__ cnt, unsigned long long *__restrict__ depth)
-{
-    const int cs = 2 * D, lane = threadIdx.x & 31, wi = threadIdx.x / 32;
-    __shared__ WarpWs<D> wss[kSmallWarps];
-    WarpWs<D> &w = wss[wi];
-    const uint32_t r = blockIdx.x * kSmallWarps + wi;
-    if (r >= nroots) return;
-    const BNode rn = nodes[roots[r].id];
-    const uint64_t B = rn.begin;
-    const int m = (int)(rn.end - rn.begin);
-    BNode *v = sub + 2 * B;
-    double *vb = subb + 2 * B * cs;
-    int sp = 0, nv = 1, maxl = 0;
-
-    for (int p = lane; p < m; p += 32) {
-        w.gid[p] = perm[B + p];
-        for (int d = 0; d < D; d++) w.px[p * D + d] = x[(B + p) * D + d];
-        w.seq[p] = (uint8_t)p;
-    }
-    __syncwarp();
-    /* per axis, the rank of each point by (coordinate, local position) */
-    for (int d = 0; d < D; d++)
-        for (int p = lane; p < m; p += 32) {
-            double vp = w.px[p * D + d];
-            int rank = 0;
-            for (int q = 0; q < m; q++) {
-                double vq = w.px[q * D + d];
-                rank += vq < vp || (vq == vp && q < p);
-            }
-            w.ord[d][rank] = (uint8_t)p;
-        }
-    if (lane == 0) {
-        v[0] = rn;
-        w.lvl[0] = 0;
-        w.stk[0] = 0;
-        w.sa[0] = 0;
-        w.se[0] = (uint8_t)m;
-    }
-    sp = 1;
-    __syncwarp();
-    while (sp > 0) {
-        int id, a, e, axis = -1, nl = 0;
-        double split = 0.0, bx[2 * D];
-        sp--;
-        id = w.stk[sp];
-        a = w.sa[sp];
-        e = w.se[sp];
-        __syncwarp();
-        for (int k = 0; k < D; k++) {
-            double lo = INFINITY, hi = -INFINITY;
-            for (int i = a + lane; i < e; i += 32) {
-                double c = w.px[w.seq[i] * D + k];
-                lo = fmin(lo, c);
-                hi = fmax(hi, c);
-            }
-            for (int q = 16; q > 0; q /= 2) {
-                lo = fmin(lo, __shfl_xor_sync(0xffffffffu, lo, q));
-                hi = fmax(hi, __shfl_xor_sync(0xffffffffu, hi, q));
-            }
-            bx[k] = lo;
-            bx[D + k] = hi;
-        }
-        if (lane == 0) {
-            for (int k = 0; k < cs; k++) vb[id * cs + k] = bx[k];
-            v[id].left = v[id].right = 0;
-            v[id].axis = -1;
-            v[id].kind = GROVE_KDTREE_LEAF;
-            v[id].split = 0.0;
-        }
-        if (w.lvl[id] > maxl) maxl = w.lvl[id];
-        if (e - a <= leaf || !warp_best<D>(w, a, e, bx, lane, &axis, &split)) continue;
-        for (int c = a; c < e; c += 32) {
-            int j = c + lane;
-            bool f = j < e && w.px[w.seq[j] * D + axis] < split;
-            nl += __popc(__ballot_sync(0xffffffffu, f));
-        }
-        warp_partition<D>(w, w.seq, a, e, nl, axis, split, lane);
-        for (int d = 0; d < D; d++) warp_partition<D>(w, w.ord[d], a, e, nl, axis, split, lane);
-        {
-            int li = nv, ri = nv + 1;
-            nv += 2;
-            if (lane == 0) {
-                v[id].axis = axis;
-                v[id].kind = GROVE_KDTREE_COST;
-                v[id].split = split;
-                v[id].left = (uint64_t)li;
-                v[id].right = (uint64_t)ri;
-                v[li].begin = B + (uint64_t)a;
-                v[li].end = v[ri].begin = B + (uint64_t)(a + nl);
-                v[ri].end = B + (uint64_t)e;
-                w.lvl[li] = w.lvl[ri] = (uint8_t)(w.lvl[id] + 1);
-                /* right first, so the left subtree is finished first, as on the CPU */
-                w.stk[sp] = (uint8_t)ri;
-                w.sa[sp] = (uint8_t)(a + nl);
-                w.se[sp] = (uint8_t)e;
-                w.stk[sp + 1] = (uint8_t)li;
-                w.sa[sp + 1] = (uint8_t)a;
-                w.se[sp + 1] = (uint8_t)(a + nl);
-            }
-            sp += 2;
-            __syncwarp();
-        }
-    }
-    for (int i = lane; i < m; i += 32) perm[B + i] = w.gid[w.seq[i]];
-    if (lane == 0) {
-        cnt[r] = (uint32_t)nv;
-        atomicMax(depth, (unsigned long long)(roots[r].level + maxl));
-    }
-}
-
-/* ---- output stage ---- */
-
-__global__ void mark_small_kernel(const SmallRoot *__restrict__ roots, uint32_t nroots,
-                                  uint32_t *__restrict__ small_of)
-{
-    uint32_t r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r < nroots) small_of[roots[r].id] = r + 1;
-}
-
-/* Subtree sizes of the large-stage nodes [lo, hi) (one level; the next level is done). */
-__global__ void size_kernel(const BNode *__restrict__ nodes, uint64_t lo, uint64_t hi,
-                            const uint32_t *__restrict__ small_of, const uint32_t *__restrict__ cnt,
-                            uint64_t *__restrict__ size)
-{
-    uint64_t i = lo + blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i >= hi) return;
-    const BNode &nd = nodes[i];
-    if (small_of[i])
-        size[i] = cnt[small_of[i] - 1];
-    else
-        size[i] = nd.left ? 1 + size[nd.left] + size[nd.right] : 1;
-}
-
-/* Preorder positions of the children of the nodes [lo, hi) (whose positions are known). */
-__global__ void pre_kernel(const BNode *__restrict__ nodes, uint64_t lo, uint64_t hi,
-                           const uint64_t *__restrict__ size, uint64_t *__restrict__ pre)
-{
-    uint64_t i = lo + blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i >= hi) return;
-    const BNode &nd = nodes[i];
-    if (!nd.left) return;
-    pre[nd.left] = pre[i] + 1;
-    pre[nd.right] = pre[i] + 1 + size[nd.left];
-}
-
-/* The final node of every large-stage node that is not a small root. */
-__global__ void out_large_kernel(const BNode *__restrict__ nodes, uint64_t num, int D,
-                                 const double *__restrict__ bounds,
-                                 const uint32_t *__restrict__ small_of,
-                                 const uint64_t *__restrict__ pre,
-                                 grove_kdtree_node *__restrict__ out, double *__restrict__ obounds)
-{
-    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i >= num || small_of[i]) return;
-    const BNode &nd = nodes[i];
-    uint64_t p = pre[i];
-    grove_kdtree_node o;
-    o.begin = nd.begin;
-    o.end = nd.end;
-    o.right = nd.left ? pre[nd.right] : 0;
-    o.split = nd.split;
-    o.axis = nd.left ? nd.axis : -1;
-    o.kind = nd.left ? nd.kind : GROVE_KDTREE_LEAF;
-    out[p] = o;
-    for (int k = 0; k < 2 * D; k++) obounds[p * 2 * D + k] = bounds[i * 2 * D + k];
-}
-
-/* One thread per small root: its subtree from the scratch slots, renumbered into preorder. */
-__global__ void out_small_kernel(const BNode *__restrict__ nodes,
-                                 const SmallRoot *__restrict__ roots, uint32_t nroots, int D,
-                                 const BNode *__restrict__ sub, const double *__restrict__ subb,
-                                 const uint32_t *__restrict__ cnt, const uint64_t *__restrict__ pre,
-                                 grove_kdtree_node *__restrict__ out, double *__restrict__ obounds)
-{
-    uint32_t r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= nroots) return;
-    const uint64_t B = nodes[roots[r].id].begin, P = pre[roots[r].id];
-    const BNode *v = sub + 2 * B;
-    const double *vb = subb + 2 * B * 2 * D;
-    const int nv = (int)cnt[r];
-    uint8_t sz[2 * kSmall], lp[2 * kSmall];
-    for (int k = nv - 1; k >= 0; k--)
-        sz[k] = (uint8_t)(1 + (v[k].left ? sz[v[k].left] + sz[v[k].right] : 0));
-    lp[0] = 0;
-    for (int k = 0; k < nv; k++)
-        if (v[k].left) {
-            lp[v[k].left] = (uint8_t)(lp[k] + 1);
-            lp[v[k].right] = (uint8_t)(lp[k] + 1 + sz[v[k].left]);
-        }
-    for (int k = 0; k < nv; k++) {
-        grove_kdtree_node o;
-        uint64_t p = P + lp[k];
-        o.begin = v[k].begin;
-        o.end = v[k].end;
-        o.right = v[k].left ? P + lp[v[k].right] : 0;
-        o.split = v[k].split;
-        o.axis = v[k].left ? v[k].axis : -1;
-        o.kind = v[k].left ? v[k].kind : GROVE_KDTREE_LEAF;
-        out[p] = o;
-        for (int q = 0; q < 2 * D; q++) obounds[p * 2 * D + q] = vb[k * 2 * D + q];
-    }
-}
-
 /* The tree's points: element rows of es bytes gathered from the input by the tree order. */
 __global__ void gather_rows_kernel(const unsigned char *__restrict__ in, size_t n, size_t es,
                                    const uint64_t *__restrict__ perm,
@@ -862,12 +462,6 @@ struct Bufs {
     }
 };
 
-#define KD_LAUNCHED(what)                                                                          \
-    do {                                                                                           \
-        cudaError_t kd_e_ = cudaGetLastError();                                                    \
-        if (kd_e_ != cudaSuccess) return grove__cuda_status(ctx, (int)kd_e_, (what));              \
-    } while (0)
-
 /* Inclusive sum scan of n u32 on the device (temp storage grown in *temp). */
 grove_status scan_u32(grove_ctx *ctx, Bufs &b, void **temp, size_t *temp_cap, const uint32_t *in,
                       uint32_t *out, size_t n, cudaStream_t s)
@@ -878,35 +472,6 @@ grove_status scan_u32(grove_ctx *ctx, Bufs &b, void **temp, size_t *temp_cap, co
     GROVE_TRY(b.grow(temp, temp_cap, need, 0, "k-d tree scan temporary storage"));
     return grove__cuda_scan(ctx, *temp, &need, GROVE_U32, GROVE_OP_SUM, GROVE_SCAN_INCLUSIVE, in,
                             out, n, s);
-}
-
-template <int D>
-grove_status launch_small(const BNode *nodes, const SmallRoot *roots, uint32_t nroots, int leaf,
-                          const double *x, uint64_t *perm, BNode *sub, double *subb, uint32_t *cnt,
-                          unsigned long long *depth, cudaStream_t s)
-{
-    small_kernel<D><<<(nroots + kSmallWarps - 1) / kSmallWarps, 32 * kSmallWarps, 0, s>>>(
-        nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth);
-    return GROVE_OK;
-}
-
-grove_status small_stage(grove_ctx *ctx, int D, const BNode *nodes, const SmallRoot *roots,
-                         uint32_t nroots, int leaf, const double *x, uint64_t *perm, BNode *sub,
-                         double *subb, uint32_t *cnt, unsigned long long *depth, cudaStream_t s)
-{
-    if (nroots == 0) return GROVE_OK;
-    switch (D) {
-    case 1: launch_small<1>(nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth, s); break;
-    case 2: launch_small<2>(nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth, s); break;
-    case 3: launch_small<3>(nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth, s); break;
-    case 4: launch_small<4>(nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth, s); break;
-    case 5: launch_small<5>(nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth, s); break;
-    case 6: launch_small<6>(nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth, s); break;
-    case 7: launch_small<7>(nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth, s); break;
-    default: launch_small<8>(nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth, s); break;
-    }
-    KD_LAUNCHED("k-d tree small-node kernel");
-    return GROVE_OK;
 }
 
 /* The build. dev_in: pts->data is device memory (else host memory, uploaded here). keep: the
@@ -1126,30 +691,16 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
         GROVE_TRY(b.alloc((void **)&pre, num * 8, "the k-d tree preorder"));
         GROVE_CUDA_TRY(ctx, cudaMemsetAsync(small_of, 0, num * 4, s), "k-d tree marks");
         GROVE_CUDA_TRY(ctx, cudaMemsetAsync(pre, 0, 8, s), "k-d tree preorder");
-        mark_small_kernel<<<grid_for(nroots), kBlock, 0, s>>>(roots, (uint32_t)nroots, small_of);
-        KD_LAUNCHED("k-d tree mark kernel");
-        for (size_t L = nlevels; L-- > 0;) {
-            size_kernel<<<grid_for(levels[L + 1] - levels[L]), kBlock, 0, s>>>(
-                nodes, levels[L], levels[L + 1], small_of, cnt, size);
-            KD_LAUNCHED("k-d tree size kernel");
-        }
-        for (size_t L = 0; L < nlevels; L++) {
-            pre_kernel<<<grid_for(levels[L + 1] - levels[L]), kBlock, 0, s>>>(
-                nodes, levels[L], levels[L + 1], size, pre);
-            KD_LAUNCHED("k-d tree preorder kernel");
-        }
+        GROVE_TRY(order_nodes(ctx, nodes, roots, (uint32_t)nroots, cnt, levels.data(), nlevels,
+                              small_of, size, pre, s));
         GROVE_TRY(grove__cuda_d2h(ctx, &total, size, 8, s));
         GROVE_TRY(grove__cuda_d2h(ctx, &sd, d_depth, sizeof sd, s));
         GROVE_TRY(grove__cuda_sync(ctx, s, "building the k-d tree"));
         if (sd > depth) depth = sd;
         GROVE_TRY(b.alloc((void **)&onodes, total * sizeof *onodes, "the k-d tree nodes"));
         GROVE_TRY(b.alloc((void **)&obounds, total * cs * sizeof(double), "the k-d tree boxes"));
-        out_large_kernel<<<grid_for(num), kBlock, 0, s>>>(nodes, num, D, bounds, small_of, pre,
-                                                          onodes, obounds);
-        KD_LAUNCHED("k-d tree output kernel");
-        out_small_kernel<<<grid_for(nroots), kBlock, 0, s>>>(nodes, roots, (uint32_t)nroots, D, sub,
-                                                             subb, cnt, pre, onodes, obounds);
-        KD_LAUNCHED("k-d tree output kernel");
+        GROVE_TRY(write_nodes(ctx, nodes, num, D, bounds, small_of, pre, roots, (uint32_t)nroots,
+                              sub, subb, cnt, onodes, obounds, s));
         /* the tree's points in the input's type */
         b.release(x2);
         x2 = NULL;

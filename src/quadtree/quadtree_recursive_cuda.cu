@@ -35,7 +35,7 @@ extern "C" cudaError_t grove__qt_cdp_run(float *xy0, float *xy1, uint32_t *ix0, 
                                          uint32_t small_max, uint32_t big_min, int nest_cap,
                                          int inline_small, int level_mode, cudaStream_t stream);
 
-/* The state words and flags the kernels leave (order and values fixed by quadtree_cdp.cu). */
+/* The state words and flags the kernels leave (order and values fixed by quadtree_cdp.cuh). */
 enum { S_NODES = 0, S_FLAGS, S_ERR, S_TASKS, S_TILES, S_LAUNCHES, S_NEST, S_COUNT = 8 };
 enum { F_NODES = 1, F_LAUNCH = 2, F_POOL = 4, F_STACK = 8 };
 
