@@ -131,10 +131,13 @@ __device__ __forceinline__ uint32_t tile_node(const uint32_t *tstart, uint32_t n
 }
 
 /* Each block takes tiles t = blockIdx.x, blockIdx.x + gridDim.x, ... of the level's active
- * nodes and merges the box of its slice into the node's box. */
+ * nodes and merges the box of its slice into the node's box. D is a template parameter so that
+ * the running minima and maxima stay in registers (with a run-time D they lived in local
+ * memory, and this kernel took 4x its bytes' time). */
+template <int D>
 __global__ void __launch_bounds__(kBlock)
     box_kernel(const BNode *__restrict__ nodes, const uint64_t *__restrict__ act, uint32_t nact,
-               const uint32_t *__restrict__ tstart, const double *__restrict__ x, int D,
+               const uint32_t *__restrict__ tstart, const double *__restrict__ x,
                unsigned long long *__restrict__ boxk)
 {
     const uint32_t T = tstart[nact - 1];
@@ -144,17 +147,20 @@ __global__ void __launch_bounds__(kBlock)
         const BNode &nd = nodes[act[j]];
         uint64_t a = nd.begin + (uint64_t)(t - first) * kTile;
         uint64_t e = a + kTile < nd.end ? a + kTile : nd.end;
-        double mn[kMaxD], mx[kMaxD];
+        double mn[D], mx[D];
+#pragma unroll
         for (int d = 0; d < D; d++) {
             mn[d] = INFINITY;
             mx[d] = -INFINITY;
         }
         for (uint64_t i = a + threadIdx.x; i < e; i += kBlock)
+#pragma unroll
             for (int d = 0; d < D; d++) {
                 double v = x[i * D + d];
                 mn[d] = fmin(mn[d], v);
                 mx[d] = fmax(mx[d], v);
             }
+#pragma unroll
         for (int d = 0; d < D; d++) {
             for (int o = 16; o > 0; o /= 2) {
                 mn[d] = fmin(mn[d], __shfl_xor_sync(0xffffffffu, mn[d], o));
@@ -273,14 +279,50 @@ __global__ void __launch_bounds__(kBlock)
     }
 }
 
-/* Moves the coordinate rows to where the segmented split sent the tree order. */
+/* Moves the coordinate rows to where the segmented split sent the tree order (a row's loads
+ * all in flight before its stores). */
+template <int D>
 __global__ void move_rows_kernel(const double *__restrict__ x, const uint32_t *__restrict__ dest,
-                                 size_t n, int D, double *__restrict__ out)
+                                 size_t n, double *__restrict__ out)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         size_t o = dest[i];
-        for (int d = 0; d < D; d++) out[o * D + d] = x[i * D + d];
+        double r[D];
+#pragma unroll
+        for (int d = 0; d < D; d++) r[d] = x[i * D + d];
+#pragma unroll
+        for (int d = 0; d < D; d++) out[o * D + d] = r[d];
+    }
+}
+
+/* The two per-point passes of a level for D axes: the boxes, and (after the split) the row
+ * move. */
+template <int D>
+void level_passes(bool move, unsigned pg, const BNode *nodes, const uint64_t *act, uint32_t nact,
+                  const uint32_t *ntiles, const double *x, unsigned long long *boxk,
+                  const uint32_t *dest, size_t n, double *x2, cudaStream_t s)
+{
+    if (move)
+        move_rows_kernel<D><<<grid_for(n), kBlock, 0, s>>>(x, dest, n, x2);
+    else
+        box_kernel<D><<<pg, kBlock, 0, s>>>(nodes, act, nact, ntiles, x, boxk);
+}
+
+/* level_passes() for a run-time D (1..8); the caller checks the launch. */
+void level_pass(int D, bool move, unsigned pg, const BNode *nodes, const uint64_t *act,
+                uint32_t nact, const uint32_t *ntiles, const double *x, unsigned long long *boxk,
+                const uint32_t *dest, size_t n, double *x2, cudaStream_t s)
+{
+    switch (D) {
+    case 1: level_passes<1>(move, pg, nodes, act, nact, ntiles, x, boxk, dest, n, x2, s); break;
+    case 2: level_passes<2>(move, pg, nodes, act, nact, ntiles, x, boxk, dest, n, x2, s); break;
+    case 3: level_passes<3>(move, pg, nodes, act, nact, ntiles, x, boxk, dest, n, x2, s); break;
+    case 4: level_passes<4>(move, pg, nodes, act, nact, ntiles, x, boxk, dest, n, x2, s); break;
+    case 5: level_passes<5>(move, pg, nodes, act, nact, ntiles, x, boxk, dest, n, x2, s); break;
+    case 6: level_passes<6>(move, pg, nodes, act, nact, ntiles, x, boxk, dest, n, x2, s); break;
+    case 7: level_passes<7>(move, pg, nodes, act, nact, ntiles, x, boxk, dest, n, x2, s); break;
+    default: level_passes<8>(move, pg, nodes, act, nact, ntiles, x, boxk, dest, n, x2, s); break;
     }
 }
 
@@ -604,7 +646,8 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
                                                    nleft);
                 KD_LAUNCHED("k-d tree tiles kernel");
                 GROVE_TRY(scan_u32(ctx, b, &temp, &temp_cap, ntiles, ntiles, nact, s));
-                box_kernel<<<pg, kBlock, 0, s>>>(nodes, act, (uint32_t)nact, ntiles, x, D, boxk);
+                level_pass(D, false, pg, nodes, act, (uint32_t)nact, ntiles, x, boxk, NULL, n,
+                           NULL, s);
                 KD_LAUNCHED("k-d tree box kernel");
                 if (level == 0) {
                     root_cell_kernel<<<1, 32, 0, s>>>(boxk, D, cell);
@@ -622,7 +665,7 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
                 GROVE_TRY(b.grow(&ptmp, &ptmp_cap, need, 0, "k-d tree split storage"));
                 GROVE_TRY(grove__cuda_segsplit(ctx, ptmp, &need, 8, perm, flags, heads, perm2, dest,
                                                n, s));
-                move_rows_kernel<<<grid_for(n), kBlock, 0, s>>>(x, dest, n, D, x2);
+                level_pass(D, true, pg, NULL, NULL, 0, NULL, x, NULL, dest, n, x2, s);
                 KD_LAUNCHED("k-d tree row move kernel");
                 {
                     double *tx = x;
