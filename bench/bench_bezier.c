@@ -14,7 +14,11 @@
  *   flat_<size>            grove_bezier_tessellate_device with the flat variant;
  *   flat_k8_<size>         the same with the tile writer in chunks of 8 vertices a thread
  *                          instead of 16 (bezier_cuda.h's test hook);
- *   cdp_<size>_launches=N  the same with the cdp variant; N = the child grids launched.
+ *   cdp_<size>_launches=N  the same with the cdp variant; N = the child grids launched;
+ *   flat_tile_<size>       flat with a block a tile instead of persistent blocks (the hook; the
+ *                          kernel before session 8), for a same-run comparison;
+ *   cdp_tile_<size>_launches=N  cdp with group children of a tile a block instead of 4 (the
+ *                          hook; the child before session 8).
  * Variant rows: n = vertices written, so items/s = vertices/s; GB/s counts the bytes that must move: the
  * curves read once (33 bytes each), the offsets written once (8 bytes each) and the vertices
  * written once (8 bytes each). Time: CUDA events around the whole call (flat: the single pass and

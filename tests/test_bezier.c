@@ -30,6 +30,8 @@
 void grove__bz_cdp_tune(size_t chunk_max, size_t device_cap, size_t group, unsigned big);
 void grove__bz_cdp_plan(size_t *group, unsigned *big);
 void grove__bz_flat_tune(int k8);
+void grove__bz_flat_mode(int mode);
+void grove__bz_cdp_mode(int mode);
 #endif
 
 static int g_quick;  /* --only quick or quick-flat */
@@ -267,27 +269,40 @@ static void run_case(const env *E, const char *what, const grove_curves *in,
     CHECK(st.variant == GROVE_BEZIER_FLAT && st.child_launches == 0);
     if (E->gpu) {
 #ifdef GROVE_HAVE_CUDA
-        /* cdp plans: the defaults; a group child and a child of its own for every curve; groups
-         * of 3 and children of their own from 17 vertices (mixed) */
-        const size_t groups[3] = {0, 1, 3};
-        const unsigned bigs[3] = {0, 2, 17};
-        const int nplans = in->n <= 5000 ? 3 : 1;
-        /* flat (and auto): the tile writer in chunks of 16 vertices a thread (default), then 8 */
+        /* cdp plans: the defaults (children of 4 tiles a block); a group child and a child of
+         * its own for every curve (groups of 1 leave 3 of a block's 4 tile groups idle); groups
+         * of 3 and children of their own from 17 vertices (mixed); the last two again with the
+         * children of a tile a block (the hook grove__bz_cdp_mode) */
+        const size_t groups[5] = {0, 1, 3, 3, 0};
+        const unsigned bigs[5] = {0, 2, 17, 17, 0};
+        const int cmodes[5] = {0, 0, 0, 1, 1};
+        const int nplans = in->n <= 5000 ? 5 : 1;
+        /* flat (and auto): the default kernel with chunks of 16 vertices a thread, then 8; a
+         * block a tile; persistent blocks taking their next tile early; one persistent block
+         * taking every tile in turn (late, early) */
+        const int fk8[6] = {0, 1, 0, 0, 0, 0}, fmodes[6] = {0, 0, 1, 3, 4, 5};
 #else
         const int nplans = 1;
 #endif
         const grove_bezier_variant vs[3] = {GROVE_BEZIER_FLAT, GROVE_BEZIER_CDP, GROVE_BEZIER_AUTO};
         for (int k = 0; k < 3; k++)
-            for (int pl = 0; pl < (k == 1 ? nplans : k == 0 ? 2 : 1); pl++) {
+            for (int pl = 0; pl < (k == 1 ? nplans : k == 0 ? 6 : 1); pl++) {
                 grove_bezier_opts og = *o;
                 if (k == 1 && g_no_cdp) continue;
+#ifdef GROVE_HAVE_CUDA
+                /* quick (the sanitizers): plan 3 is plan 5's kernel with more blocks */
+                if (k == 0 && g_quick && pl == 3) continue;
+#endif
                 grove_bezier_stats sg;
                 og.variant = vs[k];
 #ifdef GROVE_HAVE_CUDA
-                if (k == 1)
+                if (k == 1) {
                     grove__bz_cdp_tune(0, 0, groups[pl], bigs[pl]);
-                else
-                    grove__bz_flat_tune(pl);
+                    grove__bz_cdp_mode(cmodes[pl]);
+                } else {
+                    grove__bz_flat_tune(fk8[pl]);
+                    grove__bz_flat_mode(fmodes[pl]);
+                }
 #endif
                 snprintf(name, sizeof name, "%s (cuda %s, plan %d)", what,
                          k == 0   ? "flat"
@@ -312,7 +327,9 @@ static void run_case(const env *E, const char *what, const grove_curves *in,
             }
 #ifdef GROVE_HAVE_CUDA
         grove__bz_cdp_tune(0, 0, 0, 0);
+        grove__bz_cdp_mode(0);
         grove__bz_flat_tune(0);
+        grove__bz_flat_mode(0);
 #endif
     }
     grove_polylines_free(&ref);

@@ -53,7 +53,7 @@ typedef enum grove_bezier_variant {
                               parallelism): one child per group of curves, and one per curve
                               of at least 1024 vertices */
     GROVE_BEZIER_FLAT = 2  /* CUDA: one single-pass kernel: count, scan (decoupled look-back)
-                              and write, a tile of curves per block */
+                              and write, persistent blocks taking tiles of curves */
 } grove_bezier_variant;
 
 typedef struct grove_bezier_opts {

@@ -4,14 +4,16 @@
  * pending-launch limit, chunks, the device flags), whose kernels are in bezier_cdp.cu; the
  * host-pointer path of grove_bezier_tessellate.
  *
- * flat. A block takes a tile of kC curves in look-back order, counts them, publishes the tile's
- * vertex total, looks back for its prefix, writes the tile's offsets and then the tile's vertices
- * with bezier_internal.h's tile writer (coalesced stores, no search). The control points are read
+ * flat. Persistent blocks (as many as fit at once) take tiles of kC curves in look-back order;
+ * for each, a block counts the curves, publishes the tile's vertex total, looks back for its
+ * prefix, writes the tile's offsets and then the tile's vertices with bezier_internal.h's tile
+ * writer (coalesced stores, no search). The control points are read
  * once (staged in shared memory for both the count and the vertices), and the host waits once,
  * after the only kernel. docs/bezier-gpu.md has the floors and the figures.
  */
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <stdint.h>
 #include <string.h>
 
@@ -27,7 +29,8 @@
 extern "C" cudaError_t grove__bz_cdp_launch(const float *d_cp, const uint8_t *d_degree,
                                             const uint64_t *d_offsets, uint64_t first,
                                             uint64_t count, uint64_t group, uint32_t big, int bm,
-                                            int k8, float *d_xy, unsigned long long *d_state,
+                                            int k8, int mode, float *d_xy,
+                                            unsigned long long *d_state, unsigned long long *rec,
                                             cudaStream_t stream);
 extern "C" cudaError_t grove__bz_cdp_prepare(void);
 
@@ -49,30 +52,53 @@ constexpr uint32_t kBigDefault = 1024;
 size_t g_chunk_max = 0, g_device_cap = 0, g_group = 0;
 uint32_t g_big = 0;
 int g_k8 = 0; /* grove__bz_flat_tune: chunks of 8 vertices a thread instead of 16 */
+/* grove__bz_flat_mode: 0 the default, else the one of enum FlatMode */
+int g_flat_mode = 0;
+enum FlatMode {
+    FLAT_DEFAULT = 0,
+    FLAT_BLOCK_A_TILE,
+    FLAT_PERSIST,
+    FLAT_PERSIST_EARLY,
+    FLAT_PERSIST_ONE,      /* test hook: persistent, one block (all tiles in turn) */
+    FLAT_PERSIST_EARLY_ONE /* the same, early */
+};
+constexpr int kFlatDefault = FLAT_PERSIST;
+/* grove__bz_cdp_mode: 0 the default, else bezier_cdp.cu's child variant (1: a tile a block, the
+ * child before session 8; 2: 4 tiles a block, the default). */
+int g_cdp_mode = 0;
+constexpr int kCdpDefault = 2;
+unsigned long long *g_cdp_rec = nullptr; /* grove__bz_cdp_probe */
+/* The persistent grid (multiprocessors x resident blocks of bz_fused_persist<aligned, k8>) per
+ * device, asked once: the occupancy query costs host time on every call otherwise. */
+constexpr int kOccDevices = 64;
+std::atomic<int> g_room[kOccDevices][4];
 
-/* Single pass over the curves (decoupled look-back, Merrill & Garland, with prim's tile states):
- * a block takes the next tile id, stages the tile's curves, counts them, scans the counts,
- * publishes the tile's total and looks back for the vertices before it, writes the tile's offsets
- * and then its vertices below cap. The last tile writes off[n] and the total into st[S_TOTAL].
- * The control points are read once; no pass waits for a separate scan. */
+/* Shared memory of the single pass besides the tile (TileSmem) and the basis (BasisSmem). */
+struct FusedSmem {
+    u64 prefix;
+    int id[2];
+    unsigned capped[kT / 32];
+};
+
+/* One tile of the single pass (decoupled look-back, Merrill & Garland, with prim's tile states):
+ * stages tile `id`'s curves, counts them, scans the counts, publishes the tile's total and looks
+ * back for the vertices before it, writes the tile's offsets and then its vertices below cap
+ * (bt: the basis table, filled). The last tile writes off[n] and the total into st[S_TOTAL].
+ * With `next` (persistent blocks, early mode), warp 0 takes the block's next tile id into
+ * f.id[nb] as soon as this tile's inclusive value is published and asks L2 for its curves, so
+ * that they arrive while this tile is written. */
 template <bool kAligned, int kPer>
-__global__ void __launch_bounds__(kT, 5)
-    bz_fused(const float *__restrict__ cp, const uint8_t *__restrict__ deg, u64 n, grove__bz_rule r,
-             u64 *__restrict__ off, float *__restrict__ xy, u64 cap, uint32_t *counter,
-             grove_lb::TileState<u64> ts, u64 *__restrict__ st)
+__device__ __forceinline__ void
+fused_tile(TileSmem &s, BasisSmem *fill, const float4 *bt, FusedSmem &f, int id, int nb, bool next,
+           const float *__restrict__ cp, const uint8_t *__restrict__ deg, u64 n, u64 ntiles,
+           const grove__bz_rule &r, u64 *__restrict__ off, float *__restrict__ xy, u64 cap,
+           uint32_t *counter, grove_lb::TileState<u64> ts, u64 *__restrict__ st)
 {
-    __shared__ TileSmem s;
-    __shared__ int s_id;
-    __shared__ u64 s_prefix;
-    __shared__ unsigned s_capped[kT / 32];
     const unsigned t = threadIdx.x, lane = t & 31u, w = t >> 5;
     const int bm = r.max_points < kBM ? r.max_points : kBM;
-    if (t == 0) s_id = (int)atomicAdd(counter, 1u);
-    __syncthreads();
-    const int id = s_id;
     const u64 c0 = (u64)id * kC;
     const int C = n - c0 < (u64)kC ? (int)(n - c0) : kC;
-    tile_stage(s, cp, deg, c0, C, cap ? bm : 0); /* counting only: no basis table */
+    tile_stage(s, fill, cp, deg, c0, C, bm);
     __syncthreads();
     uint32_t m[kCPT], sum = 0;
     unsigned capped = 0;
@@ -98,7 +124,7 @@ __global__ void __launch_bounds__(kT, 5)
         cw += __shfl_xor_sync(0xffffffffu, cw, d);
     }
     if (lane == 31) s.wt[0][w] = x;
-    if (lane == 0) s_capped[w] = cw;
+    if (lane == 0) f.capped[w] = cw;
     __syncthreads();
     uint32_t pre = x - sum, agg = 0;
     for (unsigned i = 0; i < kT / 32; i++) {
@@ -122,19 +148,87 @@ __global__ void __launch_bounds__(kT, 5)
         }
         if (lane == 0) {
             unsigned cs = 0;
-            for (int i = 0; i < kT / 32; i++) cs += s_capped[i];
+            for (int i = 0; i < kT / 32; i++) cs += f.capped[i];
             if (cs && st) atomicAdd(&st[S_CAPPED], (u64)cs);
-            s_prefix = prefix;
+            f.prefix = prefix;
+        }
+        if (next) {
+            int nx = 0;
+            if (lane == 0) nx = (int)atomicAdd(counter, 1u);
+            nx = __shfl_sync(0xffffffffu, nx, 0);
+            if (lane == 0) f.id[nb] = nx;
+            if ((u64)nx < ntiles) {
+                /* the next tile's control points (32 B a curve) and degrees, a 128-byte line
+                 * a request, every line inside the input */
+                const u64 nc0 = (u64)nx * kC;
+                const u64 nC = n - nc0 < (u64)kC ? n - nc0 : (u64)kC;
+                const char *pc = reinterpret_cast<const char *>(cp + 8 * nc0);
+                const u64 lines = (32 * nC + 127) / 128;
+                for (u64 l = lane; l < lines; l += 32)
+                    asm volatile("prefetch.global.L2 [%0];" ::"l"(pc + 128 * l));
+                if (lane < (nC + 127) / 128)
+                    asm volatile("prefetch.global.L2 [%0];" ::"l"(deg + nc0 + 128 * lane));
+            }
         }
     }
     __syncthreads();
-    const u64 vbase = s_prefix;
+    const u64 vbase = f.prefix;
     for (int j = (int)t; j < C; j += kT) off[c0 + j] = vbase + s.off[j];
     if (c0 + (u64)C == n && t == 0) {
         off[n] = vbase + agg;
         st[S_TOTAL] = vbase + agg;
     }
-    tile_write<kAligned, kPer>(s, C, vbase, cap, 0xffffffffu, bm, xy);
+    tile_write<kAligned, kPer>(s, bt, C, vbase, cap, 0xffffffffu, bm, xy);
+}
+
+/* The single pass, a block a tile: a block takes the next tile id (so tile i only ever waits for
+ * tiles < i that are already running: no deadlock whatever the scheduling) and runs fused_tile,
+ * filling its basis table beside the staging when it writes vertices. */
+template <bool kAligned, int kPer>
+__global__ void __launch_bounds__(kT, 5)
+    bz_fused(const float *__restrict__ cp, const uint8_t *__restrict__ deg, u64 n, grove__bz_rule r,
+             u64 *__restrict__ off, float *__restrict__ xy, u64 cap, uint32_t *counter,
+             grove_lb::TileState<u64> ts, u64 *__restrict__ st)
+{
+    __shared__ TileSmem s;
+    __shared__ BasisSmem B;
+    __shared__ FusedSmem f;
+    if (threadIdx.x == 0) f.id[0] = (int)atomicAdd(counter, 1u);
+    __syncthreads();
+    const u64 ntiles = (n + kC - 1) / kC;
+    fused_tile<kAligned, kPer>(s, cap ? &B : nullptr, B.bt, f, f.id[0], 1, false, cp, deg, n,
+                               ntiles, r, off, xy, cap, counter, ts, st);
+}
+
+/* The single pass with persistent blocks (as many as fit at once): a block fills the basis table
+ * once and takes tiles until none is left, so the table costs one fill a block instead of one a
+ * tile. Tile ids still come from the counter in order, so the look-back cannot deadlock whatever
+ * the number of resident blocks. early: take the next tile id when this tile's prefix is
+ * published and prefetch its curves into L2 (else: take it when this tile is written). */
+template <bool kAligned, int kPer>
+__global__ void __launch_bounds__(kT, 5)
+    bz_fused_persist(const float *__restrict__ cp, const uint8_t *__restrict__ deg, u64 n,
+                     grove__bz_rule r, u64 *__restrict__ off, float *__restrict__ xy, u64 cap,
+                     uint32_t *counter, grove_lb::TileState<u64> ts, u64 *__restrict__ st,
+                     int early)
+{
+    __shared__ TileSmem s;
+    __shared__ BasisSmem B;
+    __shared__ FusedSmem f;
+    const u64 ntiles = (n + kC - 1) / kC;
+    if (threadIdx.x == 0) f.id[0] = (int)atomicAdd(counter, 1u);
+    if (cap) basis_fill(B, r.max_points < kBM ? r.max_points : kBM, (int)threadIdx.x, kT);
+    __syncthreads();
+    int cur = 0;
+    for (int id = f.id[0]; (u64)id < ntiles;) {
+        fused_tile<kAligned, kPer>(s, nullptr, B.bt, f, id, cur ^ 1, early != 0, cp, deg, n, ntiles,
+                                   r, off, xy, cap, counter, ts, st);
+        if (!early && threadIdx.x == 0) f.id[cur ^ 1] = (int)atomicAdd(counter, 1u);
+        /* the tile's shared memory is read until here; f.id[cur ^ 1] is written before */
+        __syncthreads();
+        cur ^= 1;
+        id = f.id[cur];
+    }
 }
 
 /* Scratch of one call: the state words, then the look-back's counter and tile states. */
@@ -187,23 +281,66 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
             grove_lb::TileState<u64>::at(static_cast<char *>(S.lb) + 256);
         if (ntiles > 0x7fffffffull)
             return grove__error(ctx, GROVE_ERR_LIMIT, "bezier: %zu curves are too many", n);
-        const unsigned g = (unsigned)ntiles;
         const bool al = ((uintptr_t)d_xy & 7) == 0;
+        const int mode = g_flat_mode ? g_flat_mode : kFlatDefault;
+        if (mode == FLAT_BLOCK_A_TILE) {
+            const unsigned g = (unsigned)ntiles;
 #define BZ_FUSED(A, M)                                                                             \
     bz_fused<A, M><<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter, ts, S.st)
-        if (al && !g_k8)
-            BZ_FUSED(true, 16);
-        else if (al)
-            BZ_FUSED(true, 8);
-        else if (!g_k8)
-            BZ_FUSED(false, 16);
-        else
-            BZ_FUSED(false, 8);
+            if (al && !g_k8)
+                BZ_FUSED(true, 16);
+            else if (al)
+                BZ_FUSED(true, 8);
+            else if (!g_k8)
+                BZ_FUSED(false, 16);
+            else
+                BZ_FUSED(false, 8);
 #undef BZ_FUSED
+        } else {
+            /* counting only, a block takes its next tile as soon as the tile before is
+             * published (9% faster, measured: nothing to write meanwhile); when it writes, a
+             * tile taken early would hold back the look-back of every later tile until the
+             * vertices of the one before are written (12% slower, measured) */
+            const int early =
+                cap == 0 || mode == FLAT_PERSIST_EARLY || mode == FLAT_PERSIST_EARLY_ONE;
+            const int which = (al ? 2 : 0) + (g_k8 ? 1 : 0);
+            const void *fn = al ? (g_k8 ? (const void *)bz_fused_persist<true, 8>
+                                        : (const void *)bz_fused_persist<true, 16>)
+                                : (g_k8 ? (const void *)bz_fused_persist<false, 8>
+                                        : (const void *)bz_fused_persist<false, 16>);
+            const bool cache = ctx->device >= 0 && ctx->device < kOccDevices;
+            int room = cache ? g_room[ctx->device][which].load(std::memory_order_relaxed) : 0;
+            if (room <= 0) {
+                int sms = 0, per = 0;
+                GROVE_CUDA_TRY(
+                    ctx, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx->device),
+                    "bezier: reading the multiprocessor count");
+                GROVE_CUDA_TRY(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, fn, kT, 0),
+                               "bezier: reading the tessellation kernel's occupancy");
+                room = (sms > 0 ? sms : 1) * (per > 0 ? per : 1);
+                if (cache) g_room[ctx->device][which].store(room, std::memory_order_relaxed);
+            }
+            if (mode >= FLAT_PERSIST_ONE) room = 1;
+            const unsigned g = (unsigned)(ntiles < (u64)room ? ntiles : (u64)room);
+#define BZ_FUSED(A, M)                                                                             \
+    bz_fused_persist<A, M>                                                                         \
+        <<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter, ts, S.st, early)
+            if (al && !g_k8)
+                BZ_FUSED(true, 16);
+            else if (al)
+                BZ_FUSED(true, 8);
+            else if (!g_k8)
+                BZ_FUSED(false, 16);
+            else
+                BZ_FUSED(false, 8);
+#undef BZ_FUSED
+        }
         GROVE_CUDA_LAUNCHED(ctx, "bezier: launching the tessellation kernel");
     }
-    GROVE_TRY(grove__cuda_d2h(ctx, hs, S.st, S_COUNT * sizeof(u64), S.s));
-    return grove__cuda_sync(ctx, S.s, "bezier: counting and writing the vertices");
+    /* through the context's page-locked scratch: a copy into pageable memory costs a staging
+     * round trip of its own */
+    return grove__cuda_fetch(ctx, hs, S.st, S_COUNT * sizeof(u64), S.s,
+                             "bezier: counting and writing the vertices");
 }
 
 /* How the cdp variant groups its child launches for one call. */
@@ -279,13 +416,15 @@ grove_status write_cdp(Scratch &S, const float *d_cp, const uint8_t *d_deg, size
 {
     grove_ctx *ctx = S.ctx;
     const int bm = o->max_points < kBM ? o->max_points : kBM;
+    const int mode = g_cdp_mode ? g_cdp_mode : kCdpDefault;
     *groups = 0;
     for (size_t c = 0; c < n; c += chunk) {
         const size_t cnt = n - c < chunk ? n - c : chunk;
         /* Launches on one stream run in order and a parent grid completes only after its
          * children, so at most one chunk's child launches are ever pending. */
-        cudaError_t e = grove__bz_cdp_launch(d_cp, d_deg, reinterpret_cast<const uint64_t *>(d_off),
-                                             c, cnt, p.group, p.big, bm, g_k8, d_xy, S.st, S.s);
+        cudaError_t e =
+            grove__bz_cdp_launch(d_cp, d_deg, reinterpret_cast<const uint64_t *>(d_off), c, cnt,
+                                 p.group, p.big, bm, g_k8, mode, d_xy, S.st, g_cdp_rec, S.s);
         if (e != cudaSuccess)
             return grove__cuda_status(ctx, (int)e, "bezier (cdp): launching the parent kernel");
         *groups += (cnt + p.group - 1) / p.group;
@@ -308,7 +447,7 @@ grove_status write_cdp_all(Scratch &S, const float *d_cp, const uint8_t *d_deg, 
         const cudaError_t pe = grove__bz_cdp_prepare();
         if (pe != cudaSuccess)
             return grove__cuda_status(ctx, (int)pe,
-                                      "bezier (cdp): setting the shared-memory carveout");
+                                      "bezier (cdp): setting the child kernels' shared memory");
         size_t lim = 0;
         char why[160] = "";
         const u64 need = cdp_launches(p, n);
@@ -334,8 +473,7 @@ grove_status write_cdp_all(Scratch &S, const float *d_cp, const uint8_t *d_deg, 
                            cudaMemsetAsync(S.st + S_FAILED, 0, (S_BIG - S_FAILED + 1) * 8, S.s),
                            "bezier (cdp): clearing the launch counters");
             GROVE_TRY(write_cdp(S, d_cp, d_deg, n, o, p, d_off, d_xy, chunk, &groups));
-            GROVE_TRY(grove__cuda_d2h(ctx, hs, S.st, S_COUNT * sizeof(u64), S.s));
-            GROVE_TRY(grove__cuda_sync(ctx, S.s, what));
+            GROVE_TRY(grove__cuda_fetch(ctx, hs, S.st, S_COUNT * sizeof(u64), S.s, what));
             if (!hs[S_FAILED] || hs[S_ERR] != (u64)cudaErrorLaunchPendingCountExceeded ||
                 lim / 2 < floor_ || cdp_curves(p, lim / 2) == 0)
                 break;
@@ -396,6 +534,12 @@ extern "C" void grove__bz_cdp_tune(size_t chunk_max, size_t device_cap, size_t g
 }
 
 extern "C" void grove__bz_flat_tune(int k8) { g_k8 = k8; }
+
+extern "C" void grove__bz_flat_mode(int mode) { g_flat_mode = mode; }
+
+extern "C" void grove__bz_cdp_mode(int mode) { g_cdp_mode = mode; }
+
+extern "C" void grove__bz_cdp_probe(unsigned long long *rec) { g_cdp_rec = rec; }
 
 extern "C" void grove__bz_cdp_plan(size_t *group, unsigned *big)
 {

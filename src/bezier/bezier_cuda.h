@@ -41,6 +41,17 @@ void grove__bz_cdp_plan(size_t *group, unsigned *big);
  * work in chunks of 8 vertices a thread instead of 16 (the default). Not thread-safe. */
 void grove__bz_flat_tune(int k8);
 
+/* Test and bench hooks selecting a kernel variant (0: the default). flat: 1 a block a tile (the
+ * kernel before session 8), 2 persistent blocks (the default), 3 persistent blocks taking their
+ * next tile early with an L2 prefetch (what counting alone always does), 4 and 5 as 2 and 3 with
+ * one block (every tile in turn). cdp: the group child, 1 a tile a block (the child before
+ * session 8), 2 four tiles a block (the default). grove__bz_cdp_probe: per-block records of the
+ * cdp children into device memory rec (16 header words, then 4 a tile of 512 curves: %smid and
+ * %globaltimer at the tile's start and end), nullptr for none. Not thread-safe. */
+void grove__bz_flat_mode(int mode);
+void grove__bz_cdp_mode(int mode);
+void grove__bz_cdp_probe(unsigned long long *rec);
+
 #ifdef __cplusplus
 }
 #endif

@@ -314,15 +314,55 @@ constexpr int kBT = (kBM - 2) * (kBM - 1) / 2; /* entries per degree */
 /* State words in device memory (both .cu files use them). */
 enum { S_CAPPED = 0, S_FAILED, S_ERR, S_LAUNCHES, S_BIG, S_TOTAL, S_COUNT };
 
+/* One tile's staging; the basis table (BasisSmem) is apart, so that a block holding several tiles
+ * (the cdp children of 4 tiles a block) or several tiles in turn (flat's persistent blocks)
+ * fills it once. */
 struct TileSmem {
     float4 cp[2 * kC];
-    float4 bt[2 * kBT]; /* the basis: [0, kBT) degree 2, [kBT, 2 kBT) degree 3 */
     uint32_t off[kC + 1];
     uint32_t flag[2][kVMax / 32];
     uint32_t excl[2][kT];
     uint32_t wt[2][kT / 32];
     uint8_t deg[kC];
 };
+
+/* The basis: [0, kBT) degree 2, [kBT, 2 kBT) degree 3. */
+struct BasisSmem {
+    float4 bt[2 * kBT];
+};
+
+/* The thread's index in its tile group of kT threads. */
+__device__ __forceinline__ unsigned tile_tid() { return threadIdx.x & (unsigned)(kT - 1); }
+
+/* A barrier over the tile group: the whole block when a block is one group (kNamed false), else
+ * named barrier 1 + group, so that the groups of a block of several tiles run independently. */
+template <bool kNamed> __device__ __forceinline__ void tile_sync()
+{
+    if (kNamed)
+        asm volatile("bar.sync %0, %1;" ::"r"(1u + (threadIdx.x / (unsigned)kT)), "n"(kT)
+                     : "memory");
+    else
+        __syncthreads();
+}
+
+/* Fills the basis table for 3 <= m <= bm (bm <= kBM; nothing when bm < 3), threads t of nt. */
+__device__ __forceinline__ void basis_fill(BasisSmem &B, int bm, int t, int nt)
+{
+    const int ne = bm >= 3 ? (bm - 2) * (bm - 1) / 2 : 0;
+    for (int e = t; e < ne; e += nt) {
+        /* row k = m - 3 holds k + 1 entries from k (k + 1) / 2 on */
+        int k = (int)((sqrtf(__fadd_rn(__fmul_rn(8.0f, (float)e), 1.0f)) - 1.0f) * 0.5f);
+        while (k * (k + 1) / 2 > e) k--;
+        while ((k + 1) * (k + 2) / 2 <= e) k++;
+        const uint32_t m = (uint32_t)k + 3, i = (uint32_t)(e - k * (k + 1) / 2) + 1;
+        const float u = grove__bz_u(i, m);
+        float b[4];
+        grove__bz_basis(2, u, b);
+        B.bt[e] = make_float4(b[0], b[1], b[2], b[3]);
+        grove__bz_basis(3, u, b);
+        B.bt[kBT + e] = make_float4(b[0], b[1], b[2], b[3]);
+    }
+}
 
 /* Index of inner vertex i (1 <= i <= m - 2) of a curve of m (3 <= m <= kBM) vertices in a basis
  * table: row m - 3 holds m - 2 entries from (m - 3)(m - 2) / 2 on. */
@@ -331,12 +371,13 @@ __device__ __forceinline__ int basis_at(uint32_t i, uint32_t m)
     return (int)((m - 3u) * (m - 2u) / 2u + i) - 1;
 }
 
-/* Stages curves [c0, c0 + C) (C <= kC) and, when bm >= 3, fills the basis table for m <= bm
- * (bm <= kBM). The caller synchronizes before reading. */
-__device__ __forceinline__ void tile_stage(TileSmem &s, const float *__restrict__ cp,
+/* Stages curves [c0, c0 + C) (C <= kC) and, when B is given, fills its basis table for m <= bm
+ * (bm <= kBM) while the copies are in flight. The tile group synchronizes before reading. */
+__device__ __forceinline__ void tile_stage(TileSmem &s, BasisSmem *B, const float *__restrict__ cp,
                                            const uint8_t *__restrict__ deg, u64 c0, int C, int bm)
 {
-    const int t = (int)threadIdx.x;
+    const int t = (int)tile_tid();
+    bool inflight = false;
     if (C == kC && ((uintptr_t)cp & 15u) == 0 && ((uintptr_t)deg & 3u) == 0) {
         /* a full tile: every copy in flight at once (cp.async, no registers), so the block waits
          * for one round trip to memory, not one per unrolled group of scalar loads (c0 is a
@@ -353,27 +394,15 @@ __device__ __forceinline__ void tile_stage(TileSmem &s, const float *__restrict_
             asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(a), "l"(deg + c0 + 4 * t)
                          : "memory");
         }
-        asm volatile("cp.async.wait_all;" ::: "memory");
+        inflight = true;
     } else {
         float *scp = reinterpret_cast<float *>(s.cp);
         for (int e = t; e < 8 * C; e += kT) scp[e] = __ldg(cp + 8 * c0 + e);
         for (int j = t; j < C; j += kT) s.deg[j] = __ldg(deg + c0 + j);
     }
     if (t < (int)(kVMax / 32)) s.flag[0][t] = 0;
-    const int nt = bm >= 3 ? (bm - 2) * (bm - 1) / 2 : 0;
-    for (int e = t; e < nt; e += kT) {
-        /* row k = m - 3 holds k + 1 entries from k (k + 1) / 2 on */
-        int k = (int)((sqrtf(__fadd_rn(__fmul_rn(8.0f, (float)e), 1.0f)) - 1.0f) * 0.5f);
-        while (k * (k + 1) / 2 > e) k--;
-        while ((k + 1) * (k + 2) / 2 <= e) k++;
-        const uint32_t m = (uint32_t)k + 3, i = (uint32_t)(e - k * (k + 1) / 2) + 1;
-        const float u = grove__bz_u(i, m);
-        float b[4];
-        grove__bz_basis(2, u, b);
-        s.bt[e] = make_float4(b[0], b[1], b[2], b[3]);
-        grove__bz_basis(3, u, b);
-        s.bt[kBT + e] = make_float4(b[0], b[1], b[2], b[3]);
-    }
+    if (B) basis_fill(*B, bm, t, kT);
+    if (inflight) asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
 /* The curve of chunk slot lv (chunk buffer b, prev = the curve before the chunk). */
@@ -431,19 +460,20 @@ __device__ __forceinline__ void st_v2(float *p, float x, float y)
     asm volatile("st.global.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(x), "f"(y));
 }
 
-/* Writes the vertices of the staged tile (tile_stage with bm = min(max_points, kBM), s.off[0..C]
- * filled, a barrier since): global vertex index vbase + relative offset. Vertices at index >= cap
- * are not written, nor those of curves with m >= big (the cdp variant gives those a child grid of
- * their own). kAligned: d_xy is 8-byte aligned; the pairs then start one vertex early when needed
- * so that a pair's first vertex is 16-byte aligned. The table loop has no branch on the curve:
- * curves it cannot table (lines, m < 3 or m > bm) are written after it by a slow pass, a warp per
- * curve, with grove__bz_vertex. s.deg is rewritten (kSkip). All threads call it. */
-template <bool kAligned, int kPer>
-__device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 cap, uint32_t big,
-                                           int bm, float *__restrict__ xy)
+/* Writes the vertices of the staged tile (s.off[0..C] filled, the basis table bt filled for
+ * bm = min(max_points, kBM), a barrier of the tile group since): global vertex index vbase +
+ * relative offset. Vertices at index >= cap are not written, nor those of curves with m >= big (the
+ * cdp variant gives those a child grid of their own). kAligned: d_xy is 8-byte aligned; the pairs
+ * then start one vertex early when needed so that a pair's first vertex is 16-byte aligned. The
+ * table loop has no branch on the curve: curves it cannot table (lines, m < 3 or m > bm) are
+ * written after it by a slow pass, a warp per curve, with grove__bz_vertex. s.deg is rewritten
+ * (kSkip). All threads call it. */
+template <bool kAligned, int kPer, bool kNamed = false>
+__device__ __forceinline__ void tile_write(TileSmem &s, const float4 *bt, int C, u64 vbase, u64 cap,
+                                           uint32_t big, int bm, float *__restrict__ xy)
 {
     constexpr uint32_t kV = kT * kPer; /* vertices per chunk */
-    const unsigned t = threadIdx.x, lane = t & 31u, w = t >> 5;
+    const unsigned t = tile_tid(), lane = t & 31u, w = t >> 5;
     const uint32_t A = s.off[C];
     const uint32_t lim = cap <= vbase ? 0u : (cap - vbase < (u64)A ? (uint32_t)(cap - vbase) : A);
     if (lim == 0) return; /* the same for the whole block */
@@ -473,7 +503,7 @@ __device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 ca
                 if (o >= q && o - q < kV) atomicOr(&s.flag[b][(o - q) >> 5], 1u << ((o - q) & 31u));
             }
         }
-        __syncthreads();
+        tile_sync<kNamed>();
         const uint32_t mine =
             (s.flag[b][(t * kPer) >> 5] >> ((t * kPer) & 31u)) & ((1u << kPer) - 1u);
         const uint32_t cnt = (uint32_t)__popc(mine);
@@ -484,12 +514,12 @@ __device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 ca
             if (lane >= (unsigned)d) x += y;
         }
         if (lane == 31) s.wt[b][w] = x;
-        __syncthreads();
+        tile_sync<kNamed>();
         uint32_t pre = x - cnt;
         for (unsigned i = 0; i < w; i++) pre += s.wt[b][i];
         s.excl[b][t] = pre;
         if (t < kV / 32) s.flag[b ^ 1][t] = 0; /* last read in the previous chunk */
-        __syncthreads();
+        tile_sync<kNamed>();
 #pragma unroll 4
         for (int r = 0; r < kPer / 2; r++) {
             const int sa = 2 * (r * kT + (int)t) - sh; /* slot of the first vertex, >= -1 */
@@ -507,7 +537,7 @@ __device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 ca
             const uint32_t ia = ra < 0 ? ~0u : (uint32_t)ra - o;
             const bool same = ia + 1u < m; /* else the second is the next curve's first */
             float4 p;
-            tile_pair(s.bt, ca, cb, (fa & 3u) == 3u, m, ia, p);
+            tile_pair(bt, ca, cb, (fa & 3u) == 3u, m, ia, p);
             if (!same) p.z = pn.x, p.w = pn.y;
             const bool wa = ra >= 0 && !(fa & kSkip);
             const bool wb = ra + 1 < (int)lim && !((same ? fa : fn) & kSkip);
