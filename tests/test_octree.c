@@ -451,6 +451,11 @@ static void test_datasets(tu_rng *r)
     run_set(r, gen_clustered(r, 20000), &o, 1, 40, "clustered cap 64");
     o = opts_of(4, 20, 8);
     run_set(r, gen_equal(100, 1.5, -2.5, 3.25), &o, 1, 20, "all equal (a chain to max_depth)");
+    /* every voxel of every depth one run across 20 of the CUDA sample kernel's 256-point (one
+     * warp) tiles, the winner (smallest position, all distances equal) in the first; the
+     * samples reach below level 21 (the refined order) */
+    o = opts_of(4, 20, 8);
+    run_set(r, gen_equal(5000, -3.5, 0.25, 2.0), &o, 0, 20, "5000 equal points");
     o = opts_of(1, 25, 4);
     run_set(r, gen_equal(2, -0.0, 0.0, 1e-300), &o, 1, 20, "two equal points, cap 1");
     o = opts_of(1, 20, 4);

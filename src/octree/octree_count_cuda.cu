@@ -1,0 +1,542 @@
+/*
+ * octree_count_cuda.cu - the counting phase of the CUDA octree build: the box and the cube,
+ * quantization, Morton order (and its refinement below level 21), the seed's warp-aggregated
+ * counting with node spilling, and the counting pass alone for the benchmark.
+ *
+ * Per batch (all points at once, in Morton order, for the device-resident build):
+ *   1. find    each thread descends its points from the root through the nodes split so far to
+ *              a leaf, remembers it (leaf[]) and counts itself into it: the threads of a warp
+ *              that hit the same leaf form one group (coalesced_threads + labeled_partition),
+ *              whose leader adds the group's size with one atomicAdd; the leader whose add
+ *              crosses max_points (at depth < max_depth) pushes the leaf on the spill list;
+ *   2. split   every spilled leaf gets 8 children (empty ones are dropped at the end);
+ *   3. descend every point (of this and earlier batches) whose leaf was split moves one level
+ *              down and counts itself into the child as in 1; repeat 2-3 while anything spills.
+ * A node's counter only grows, and a leaf is split exactly when its count first exceeds the
+ * cap, so after the last batch the split nodes are exactly the inner nodes of octree.h,
+ * whatever the batch size, the order of the points or the order in which atomics land.
+ */
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+#include <cub/block/block_reduce.cuh>
+#include <cub/device/device_scan.cuh>
+
+#include <math.h>
+
+#include "octree_cuda_internal.cuh"
+#include "octree_morton.cuh"
+
+namespace cg = cooperative_groups;
+using namespace grove__otc;
+
+namespace
+{
+
+struct MinOp {
+    __device__ double operator()(double a, double b) const { return b < a ? b : a; }
+};
+struct MaxOp {
+    __device__ double operator()(double a, double b) const { return b > a ? b : a; }
+};
+
+/* ---- the cube and the grid ---- */
+
+__global__ void bbox_kernel(const double *__restrict__ xyz, size_t n, double *__restrict__ part)
+{
+    typedef cub::BlockReduce<double, kBlock> BR;
+    __shared__ typename BR::TempStorage tmp;
+    double mn[3] = {INFINITY, INFINITY, INFINITY}, mx[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (size_t i = blockIdx.x * (size_t)kBlock + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * kBlock)
+        for (int a = 0; a < 3; a++) {
+            double v = xyz[3 * i + a];
+            mn[a] = v < mn[a] ? v : mn[a];
+            mx[a] = v > mx[a] ? v : mx[a];
+        }
+    for (int a = 0; a < 3; a++) {
+        double r = BR(tmp).Reduce(mn[a], MinOp());
+        if (threadIdx.x == 0) part[6 * blockIdx.x + a] = r;
+        __syncthreads();
+        r = BR(tmp).Reduce(mx[a], MaxOp());
+        if (threadIdx.x == 0) part[6 * blockIdx.x + 3 + a] = r;
+        __syncthreads();
+    }
+}
+
+__global__ void quantize_kernel(const double *__restrict__ xyz, size_t n, uint32_t *__restrict__ q,
+                                double lo0, double lo1, double lo2, double to_grid)
+{
+    const size_t i = blockIdx.x * (size_t)kBlock + threadIdx.x;
+    if (i >= 3 * n) return;
+    const int a = (int)(i % 3);
+    const double lo = a == 0 ? lo0 : (a == 1 ? lo1 : lo2);
+    q[i] = grove__ot_quantize(xyz[i], lo, to_grid);
+}
+
+/* The Morton keys straight from the points (device-resident build): q is not stored here, the
+ * permutation after the sort quantizes again from the coordinates it moves anyway. */
+__global__ void quantize_morton_kernel(const double *__restrict__ xyz, size_t n, double lo0,
+                                       double lo1, double lo2, double to_grid,
+                                       unsigned long long *__restrict__ key,
+                                       uint32_t *__restrict__ idx)
+{
+    const size_t i = blockIdx.x * (size_t)kBlock + threadIdx.x;
+    if (i >= n) return;
+    const uint32_t x = grove__ot_quantize(xyz[3 * i], lo0, to_grid);
+    const uint32_t y = grove__ot_quantize(xyz[3 * i + 1], lo1, to_grid);
+    const uint32_t z = grove__ot_quantize(xyz[3 * i + 2], lo2, to_grid);
+    key[i] = ot_spread21(x >> 9) | ot_spread21(y >> 9) << 1 | ot_spread21(z >> 9) << 2;
+    idx[i] = (uint32_t)i;
+}
+
+/* Position j gets point perm[j]'s coordinates and grid coordinates. One random read of the
+ * point (a random read of q would cost as much: DRAM moves 64 bytes either way), after which
+ * the entries' gather reads coordinates by position, from a window of the size of a node. */
+__global__ void permute_points_kernel(const uint32_t *__restrict__ perm, size_t n,
+                                      const double *__restrict__ xyz, double lo0, double lo1,
+                                      double lo2, double to_grid, uint32_t *__restrict__ q,
+                                      double *__restrict__ xyzm)
+{
+    const size_t j = blockIdx.x * (size_t)kBlock + threadIdx.x;
+    if (j >= n) return;
+    const size_t i = perm[j];
+    const double x = xyz[3 * i], y = xyz[3 * i + 1], z = xyz[3 * i + 2];
+    q[3 * j] = grove__ot_quantize(x, lo0, to_grid);
+    q[3 * j + 1] = grove__ot_quantize(y, lo1, to_grid);
+    q[3 * j + 2] = grove__ot_quantize(z, lo2, to_grid);
+    xyzm[3 * j] = x;
+    xyzm[3 * j + 1] = y;
+    xyzm[3 * j + 2] = z;
+}
+
+/* ---- 1-3. counting and spilling ---- */
+
+/* Points a counting thread handles (kBlock apart, so the loads coalesce). In Morton order
+ * its points mostly share a leaf: it adds each run of equal leaves at once, and the warp
+ * aggregates over its lanes. One atomic per warp per run is still ~n/32 atomics on the same
+ * few counters at the shallow levels, where every warp in flight is in the same node. */
+const int kPerThread = 8;
+
+unsigned count_blocks(size_t n)
+{
+    const size_t per = (size_t)kBlock * kPerThread;
+    size_t b = (n + per - 1) / per;
+    return (unsigned)(b < 1 ? 1 : b);
+}
+
+/* The seed's counting step: the lanes flushing a run now (coalesced_threads) with the same
+ * leaf form one group (labeled_partition), whose leader adds the group's total with one
+ * atomicAdd; the leader whose add crosses the cap pushes the leaf (once: only one add can
+ * cross). */
+__device__ __forceinline__ void count_run(const Pool &P, uint32_t node, uint32_t k,
+                                          int max_depth, uint32_t max_points)
+{
+    cg::coalesced_group active = cg::coalesced_threads();
+    cg::coalesced_group group = cg::labeled_partition(active, node);
+    const uint32_t total = cg::reduce(group, k, cg::plus<uint32_t>());
+    if (group.thread_rank() == 0) {
+        const uint32_t old = atomicAdd(&P.count[node], total);
+        if (old <= max_points && old + total > max_points && P.depth[node] < max_depth)
+            P.spill[atomicAdd(P.nspill, 1u)] = node;
+    }
+}
+
+__global__ void find_kernel(Pool P, const uint32_t *__restrict__ q, size_t begin, size_t end,
+                            uint32_t *__restrict__ leaf, int max_depth, uint32_t max_points)
+{
+    const size_t i0 = begin + blockIdx.x * (size_t)kBlock * kPerThread + threadIdx.x;
+    uint32_t run = kNone, len = 0;
+    for (int k = 0; k < kPerThread; k++) {
+        const size_t i = i0 + (size_t)k * kBlock;
+        if (i >= end) break;
+        uint32_t p[3], node = 0, c;
+        load_q(q, i, p);
+        for (int d = 0; (c = P.child[node]) != kNone; d++) node = c + grove__ot_octant(p, d);
+        leaf[i] = node;
+        if (node != run) {
+            if (len) count_run(P, run, len, max_depth, max_points);
+            run = node;
+            len = 0;
+        }
+        len++;
+    }
+    if (len) count_run(P, run, len, max_depth, max_points);
+}
+
+__global__ void descend_kernel(Pool P, const uint32_t *__restrict__ q, size_t end,
+                               uint32_t *__restrict__ leaf, int max_depth, uint32_t max_points)
+{
+    const size_t i0 = blockIdx.x * (size_t)kBlock * kPerThread + threadIdx.x;
+    uint32_t run = kNone, len = 0;
+    for (int k = 0; k < kPerThread; k++) {
+        const size_t i = i0 + (size_t)k * kBlock;
+        if (i >= end) break;
+        uint32_t node = leaf[i];
+        const uint32_t c = P.child[node];
+        if (c == kNone) continue;
+        uint32_t p[3];
+        load_q(q, i, p);
+        node = c + grove__ot_octant(p, P.depth[node]);
+        leaf[i] = node;
+        if (node != run) {
+            if (len) count_run(P, run, len, max_depth, max_points);
+            run = node;
+            len = 0;
+        }
+        len++;
+    }
+    if (len) count_run(P, run, len, max_depth, max_points);
+}
+
+__global__ void split_kernel(Pool P, uint32_t ns, uint32_t base)
+{
+    const uint32_t t = blockIdx.x * kBlock + threadIdx.x;
+    if (t >= 8u * ns) return;
+    const uint32_t s = t >> 3, node = P.spill[s], c = base + 8u * s + (t & 7u);
+    P.count[c] = 0;
+    P.child[c] = kNone;
+    P.depth[c] = (uint8_t)(P.depth[node] + 1);
+    if ((t & 7u) == 0) P.child[node] = base + 8u * s;
+}
+
+/* ---- Morton order (morton_kernel and permute_kernel: octree_morton.cuh) ---- */
+
+/* Refinement below level 21: runs of equal 63-bit key numbered (rid, from 1 on) and the octant
+ * digits of levels 21..levels-1 appended, so that sorting by the result orders every cell of up
+ * to `levels` levels into one run. */
+__global__ void run_head_kernel(const u64 *__restrict__ key, size_t n, uint32_t *__restrict__ head)
+{
+    const size_t j = blockIdx.x * (size_t)kBlock + threadIdx.x;
+    if (j >= n) return;
+    head[j] = j == 0 || key[j] != key[j - 1];
+}
+
+__global__ void refine_key_kernel(const uint32_t *__restrict__ rid, const uint32_t *__restrict__ q,
+                                  size_t n, int levels, u64 *__restrict__ key,
+                                  uint32_t *__restrict__ pos)
+{
+    const size_t j = blockIdx.x * (size_t)kBlock + threadIdx.x;
+    if (j >= n) return;
+    uint32_t p[3];
+    load_q(q, j, p);
+    u64 k = rid[j] - 1u;
+    for (int l = 21; l < levels; l++) k = (k << 3) | grove__ot_octant(p, l);
+    key[j] = k;
+    pos[j] = (uint32_t)j;
+}
+
+/* Applies the refining sort's order to everything kept per position. */
+__global__ void refine_permute_kernel(const uint32_t *__restrict__ spos, size_t n,
+                                      const uint32_t *__restrict__ q, uint32_t *__restrict__ q2,
+                                      const uint32_t *__restrict__ perm,
+                                      uint32_t *__restrict__ perm2,
+                                      const uint32_t *__restrict__ leaf,
+                                      uint32_t *__restrict__ leaf2, const u64 *__restrict__ key,
+                                      u64 *__restrict__ key2, const double *__restrict__ xyzm,
+                                      double *__restrict__ xyzm2)
+{
+    const size_t j = blockIdx.x * (size_t)kBlock + threadIdx.x;
+    if (j >= n) return;
+    const size_t i = spos[j];
+    q2[3 * j] = q[3 * i];
+    q2[3 * j + 1] = q[3 * i + 1];
+    q2[3 * j + 2] = q[3 * i + 2];
+    perm2[j] = perm[i];
+    leaf2[j] = leaf[i];
+    key2[j] = key[i];
+    if (xyzm) {
+        xyzm2[3 * j] = xyzm[3 * i];
+        xyzm2[3 * j + 1] = xyzm[3 * i + 1];
+        xyzm2[3 * j + 2] = xyzm[3 * i + 2];
+    }
+}
+
+/* ---- counting pass alone (benchmark) ---- */
+
+template <bool Agg>
+__global__ void count_cells_kernel(const uint32_t *__restrict__ q, size_t n, int depth,
+                                   uint32_t *__restrict__ counts)
+{
+    const size_t i = blockIdx.x * (size_t)kBlock + threadIdx.x;
+    if (i >= n) return;
+    const int sh = GROVE_OCTREE_BITS - depth;
+    uint32_t p[3];
+    load_q(q, i, p);
+    const uint32_t cell = (p[0] >> sh) | ((p[1] >> sh) << depth) | ((p[2] >> sh) << (2 * depth));
+    if (Agg) {
+        cg::coalesced_group active = cg::coalesced_threads();
+        cg::coalesced_group group = cg::labeled_partition(active, cell);
+        if (group.thread_rank() == 0) atomicAdd(&counts[cell], group.num_threads());
+    } else {
+        atomicAdd(&counts[cell], 1u);
+    }
+}
+
+grove_status pool_reserve(Build &B, size_t want)
+{
+    if (want <= B.pool_cap) return GROVE_OK;
+    if (want > (size_t)kNone - 8)
+        return grove__error(B.ctx, GROVE_ERR_LIMIT,
+                            "octree (CUDA): more than 2^32 candidate nodes during the build");
+    size_t cap = B.pool_cap ? B.pool_cap : 1024;
+    while (cap < want) cap *= 2;
+    if (cap > (size_t)kNone - 8) cap = (size_t)kNone - 8;
+    GROVE_TRY(B.A.grow(&B.P.child, B.pool_size, cap, "octree node pool (children)"));
+    GROVE_TRY(B.A.grow(&B.P.count, B.pool_size, cap, "octree node pool (counts)"));
+    GROVE_TRY(B.A.grow(&B.P.depth, B.pool_size, cap, "octree node pool (depths)"));
+    /* the spill list of the round being split must survive */
+    GROVE_TRY(B.A.grow(&B.P.spill, B.pool_cap, cap, "octree spill list"));
+    B.pool_cap = cap;
+    return GROVE_OK;
+}
+
+/* Sorts (key, idx) (n 63-bit Morton keys and their positions, consumed) and applies the order:
+ * q, and leaf when counted, are permuted; perm and skey are set. */
+grove_status sort_and_permute(Build &B, u64 *key, uint32_t *idx, bool counted)
+{
+    const size_t n = B.n;
+    uint32_t *qs, *ls = NULL;
+    GROVE_TRY(B.A.get(&B.skey, n, "octree sorted Morton keys"));
+    GROVE_TRY(B.A.get(&B.perm, n, "octree Morton order"));
+    GROVE_TRY(sort_pairs(B, key, B.skey, idx, B.perm, n, 0, 63, "octree Morton sort"));
+    B.A.put(key);
+    B.A.put(idx);
+    GROVE_TRY(B.A.get(&qs, 3 * n, "octree sorted grid coordinates"));
+    if (counted) GROVE_TRY(B.A.get(&ls, n, "octree sorted leaves"));
+    if (n) {
+        permute_kernel<<<blocks_for(n), kBlock, 0, B.A.s>>>(B.perm, n, B.q, qs,
+                                                            ls ? B.leaf : NULL, ls);
+        GROVE_CUDA_LAUNCHED(B.ctx, "octree permute kernel");
+    }
+    B.A.put(B.q);
+    B.q = qs;
+    if (counted) {
+        B.A.put(B.leaf);
+        B.leaf = ls;
+    }
+    return GROVE_OK;
+}
+
+} /* namespace */
+
+namespace grove__otc
+{
+
+grove_status device_cube(Build &B, const double *d_xyz)
+{
+    grove_ctx *ctx = B.ctx;
+    const size_t n = B.n;
+    double lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};
+    if (n) {
+        const unsigned nb = blocks_for(n) < 1024 ? blocks_for(n) : 1024;
+        double *part;
+        double *hp = (double *)malloc(6 * nb * sizeof *hp);
+        struct F {
+            double *p;
+            ~F() { free(p); }
+        } fg = {hp};
+        if (!hp) return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "octree: out of memory");
+        GROVE_TRY(B.A.get(&part, 6 * nb, "octree bounding box"));
+        bbox_kernel<<<nb, kBlock, 0, B.A.s>>>(d_xyz, n, part);
+        GROVE_CUDA_LAUNCHED(ctx, "octree bounding box kernel");
+        GROVE_TRY(grove__cuda_d2h(ctx, hp, part, 6 * nb * sizeof *hp, B.A.s));
+        GROVE_TRY(grove__cuda_sync(ctx, B.A.s, "octree bounding box"));
+        for (int a = 0; a < 3; a++) {
+            lo[a] = hp[a];
+            hi[a] = hp[3 + a];
+        }
+        for (unsigned b = 1; b < nb; b++)
+            for (int a = 0; a < 3; a++) {
+                lo[a] = hp[6 * b + a] < lo[a] ? hp[6 * b + a] : lo[a];
+                hi[a] = hp[6 * b + 3 + a] > hi[a] ? hp[6 * b + 3 + a] : hi[a];
+            }
+        B.A.put(part);
+    }
+    grove__ot_cube_from_box(lo, hi, B.t);
+    return GROVE_OK;
+}
+
+grove_status build_init(Build &B)
+{
+    GROVE_TRY(B.A.get(&B.q, 3 * B.n, "octree grid coordinates"));
+    GROVE_TRY(B.A.get(&B.leaf, B.n, "octree point leaves"));
+    GROVE_TRY(B.A.get(&B.P.nspill, 1, "octree spill counter"));
+    size_t guess = 1 + 8 * (B.n / (B.t->opts.max_points ? B.t->opts.max_points : 1) + 1);
+    GROVE_TRY(pool_reserve(B, guess < (1u << 20) ? guess : (1u << 20)));
+    GROVE_CUDA_TRY(B.ctx, cudaMemsetAsync(B.P.child, 0xFF, sizeof(uint32_t), B.A.s),
+                   "octree root init");
+    GROVE_CUDA_TRY(B.ctx, cudaMemsetAsync(B.P.count, 0, sizeof(uint32_t), B.A.s),
+                   "octree root init");
+    GROVE_CUDA_TRY(B.ctx, cudaMemsetAsync(B.P.depth, 0, 1, B.A.s), "octree root init");
+    B.pool_size = 1;
+    return GROVE_OK;
+}
+
+grove_status quantize_batch(Build &B, const double *d_batch, size_t b, size_t m)
+{
+    const grove_octree *t = B.t;
+    if (m == 0) return GROVE_OK;
+    quantize_kernel<<<blocks_for(3 * m), kBlock, 0, B.A.s>>>(d_batch, m, B.q + 3 * b, t->lo[0],
+                                                             t->lo[1], t->lo[2], t->to_grid);
+    GROVE_CUDA_LAUNCHED(B.ctx, "octree quantize kernel");
+    return GROVE_OK;
+}
+
+grove_status count_batch(Build &B, size_t begin, size_t end)
+{
+    grove_ctx *ctx = B.ctx;
+    const cudaStream_t s = B.A.s;
+    const int md = B.t->opts.max_depth;
+    const uint32_t mp = B.t->opts.max_points;
+    uint32_t ns = 0;
+    if (end == begin) return GROVE_OK;
+    GROVE_CUDA_TRY(ctx, cudaMemsetAsync(B.P.nspill, 0, sizeof(uint32_t), s), "octree count");
+    find_kernel<<<count_blocks(end - begin), kBlock, 0, s>>>(B.P, B.q, begin, end, B.leaf, md,
+                                                             mp);
+    GROVE_CUDA_LAUNCHED(ctx, "octree find kernel");
+    for (;;) {
+        GROVE_CUDA_TRY(ctx, cudaMemcpyAsync(&ns, B.P.nspill, sizeof ns, cudaMemcpyDeviceToHost, s),
+                       "octree spill count");
+        GROVE_TRY(grove__cuda_sync(ctx, s, "octree count pass"));
+        if (ns == 0) return GROVE_OK;
+        B.spill_rounds++;
+        const size_t base = B.pool_size;
+        GROVE_TRY(pool_reserve(B, base + 8 * (size_t)ns));
+        split_kernel<<<blocks_for(8 * (size_t)ns), kBlock, 0, s>>>(B.P, ns, (uint32_t)base);
+        GROVE_CUDA_LAUNCHED(ctx, "octree split kernel");
+        B.pool_size = base + 8 * (size_t)ns;
+        GROVE_CUDA_TRY(ctx, cudaMemsetAsync(B.P.nspill, 0, sizeof(uint32_t), s), "octree count");
+        descend_kernel<<<count_blocks(end), kBlock, 0, s>>>(B.P, B.q, end, B.leaf, md, mp);
+        GROVE_CUDA_LAUNCHED(ctx, "octree descend kernel");
+    }
+}
+
+/* Puts the positions in Morton order (a stable sort of the 63-bit keys, so equal keys keep
+ * input order): q, and leaf when the points were counted already (counted), are permuted; perm
+ * and skey are set. Before, positions are input positions. The counting passes then see a warp's
+ * points in one or two leaves, and every cell down to level 21 is one run of positions. */
+grove_status morton_order(Build &B, bool counted)
+{
+    const size_t n = B.n;
+    u64 *key;
+    uint32_t *idx;
+    GROVE_TRY(B.A.get(&key, n, "octree Morton keys"));
+    GROVE_TRY(B.A.get(&idx, n, "octree Morton positions"));
+    if (n) {
+        morton_kernel<<<blocks_for(n), kBlock, 0, B.A.s>>>(B.q, n, key, idx);
+        GROVE_CUDA_LAUNCHED(B.ctx, "octree Morton key kernel");
+    }
+    return sort_and_permute(B, key, idx, counted);
+}
+
+/* Refines the Morton order below level 21 so that every cell of up to `levels` (22..30) levels
+ * is one run too: a stable sort by (run of equal 63-bit key, octant digits of levels 21 to
+ * levels - 1), at most 32 + 27 bits. Only trees whose samples reach below level 21 need it. */
+grove_status refine_order(Build &B, int levels)
+{
+    grove_ctx *ctx = B.ctx;
+    const cudaStream_t s = B.A.s;
+    const size_t n = B.n;
+    uint32_t *head, *rid, *pos, *spos, *q2, *perm2, runs = 0;
+    u64 *key;
+    size_t tb = 0;
+    void *tmp = NULL;
+    if (n == 0) return GROVE_OK;
+    GROVE_TRY(B.A.get(&head, n, "octree run heads"));
+    GROVE_TRY(B.A.get(&rid, n, "octree run ids"));
+    run_head_kernel<<<blocks_for(n), kBlock, 0, s>>>(B.skey, n, head);
+    GROVE_CUDA_LAUNCHED(ctx, "octree run head kernel");
+    GROVE_CUDA_TRY(ctx, cub::DeviceScan::InclusiveSum(NULL, tb, head, rid, n, s),
+                   "octree run ids (size)");
+    GROVE_TRY(B.A.get((char **)&tmp, tb, "octree run id scratch"));
+    GROVE_CUDA_TRY(ctx, cub::DeviceScan::InclusiveSum(tmp, tb, head, rid, n, s), "octree run ids");
+    B.A.put(tmp);
+    B.A.put(head);
+    GROVE_CUDA_TRY(ctx, cudaMemcpyAsync(&runs, rid + n - 1, sizeof runs, cudaMemcpyDeviceToHost, s),
+                   "octree run count");
+    GROVE_TRY(grove__cuda_sync(ctx, s, "octree run count"));
+    GROVE_TRY(B.A.get(&key, n, "octree refined keys"));
+    GROVE_TRY(B.A.get(&pos, n, "octree refined positions"));
+    refine_key_kernel<<<blocks_for(n), kBlock, 0, s>>>(rid, B.q, n, levels, key, pos);
+    GROVE_CUDA_LAUNCHED(ctx, "octree refine key kernel");
+    B.A.put(rid);
+    GROVE_TRY(B.A.get(&B.rkey, n, "octree sorted refined keys"));
+    GROVE_TRY(B.A.get(&spos, n, "octree refined order"));
+    GROVE_TRY(sort_pairs(B, key, B.rkey, pos, spos, n, 0,
+                         bits_for(runs - 1u) + 3 * (levels - 21), "octree refining sort"));
+    B.rlevels = levels;
+    B.A.put(key);
+    B.A.put(pos);
+    uint32_t *leaf2;
+    u64 *skey2;
+    double *xyzm2 = NULL;
+    if (B.xyzm) GROVE_TRY(B.A.get(&xyzm2, 3 * n, "octree refined coordinates"));
+    GROVE_TRY(B.A.get(&q2, 3 * n, "octree refined grid coordinates"));
+    GROVE_TRY(B.A.get(&perm2, n, "octree refined order"));
+    GROVE_TRY(B.A.get(&leaf2, n, "octree refined leaves"));
+    GROVE_TRY(B.A.get(&skey2, n, "octree refined Morton keys"));
+    refine_permute_kernel<<<blocks_for(n), kBlock, 0, s>>>(spos, n, B.q, q2, B.perm, perm2, B.leaf,
+                                                           leaf2, B.skey, skey2, B.xyzm, xyzm2);
+    GROVE_CUDA_LAUNCHED(ctx, "octree refine permute kernel");
+    if (B.xyzm) {
+        B.A.put(B.xyzm);
+        B.xyzm = xyzm2;
+    }
+    B.A.put(spos);
+    B.A.put(B.q);
+    B.A.put(B.perm);
+    B.A.put(B.leaf);
+    B.A.put(B.skey);
+    B.leaf = leaf2;
+    B.skey = skey2;
+    B.q = q2;
+    B.perm = perm2;
+    return GROVE_OK;
+}
+
+grove_status build_points_on_device(Build &B, const double *d_xyz)
+{
+    const grove_octree *t = B.t;
+    const size_t n = B.n;
+    u64 *key;
+    uint32_t *idx;
+    GROVE_TRY(B.A.get(&key, n, "octree Morton keys"));
+    GROVE_TRY(B.A.get(&idx, n, "octree Morton positions"));
+    if (n) {
+        quantize_morton_kernel<<<blocks_for(n), kBlock, 0, B.A.s>>>(
+            d_xyz, n, t->lo[0], t->lo[1], t->lo[2], t->to_grid, key, idx);
+        GROVE_CUDA_LAUNCHED(B.ctx, "octree quantize kernel");
+    }
+    GROVE_TRY(B.A.get(&B.skey, n, "octree sorted Morton keys"));
+    GROVE_TRY(B.A.get(&B.perm, n, "octree Morton order"));
+    GROVE_TRY(sort_pairs(B, key, B.skey, idx, B.perm, n, 0, 63, "octree Morton sort"));
+    B.A.put(key);
+    B.A.put(idx);
+    GROVE_TRY(B.A.get(&B.xyzm, 3 * n, "octree coordinates in Morton order"));
+    if (n) {
+        permute_points_kernel<<<blocks_for(n), kBlock, 0, B.A.s>>>(
+            B.perm, n, d_xyz, t->lo[0], t->lo[1], t->lo[2], t->to_grid, B.q, B.xyzm);
+        GROVE_CUDA_LAUNCHED(B.ctx, "octree permute kernel");
+    }
+    /* All points are here at once: counted in Morton order, a warp's points share one or two
+     * leaves and the seed's aggregation leaves about one atomic per warp. */
+    return count_batch(B, 0, n);
+}
+
+} /* namespace grove__otc */
+
+extern "C" grove_status grove__ot_count_cells_cuda(grove_ctx *ctx, const uint32_t *d_q, size_t n,
+                                                   int depth, int aggregated, uint32_t *d_counts)
+{
+    const cudaStream_t s = (cudaStream_t)ctx->stream;
+    if (depth < 0 || depth > 10)
+        return grove__error(ctx, GROVE_ERR_INVALID_ARG, "octree count: depth %d not in 0..10",
+                            depth);
+    if (n == 0) return GROVE_OK;
+    if (aggregated)
+        count_cells_kernel<true><<<blocks_for(n), kBlock, 0, s>>>(d_q, n, depth, d_counts);
+    else
+        count_cells_kernel<false><<<blocks_for(n), kBlock, 0, s>>>(d_q, n, depth, d_counts);
+    GROVE_CUDA_LAUNCHED(ctx, "octree count kernel");
+    return GROVE_OK;
+}
