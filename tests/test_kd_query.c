@@ -12,7 +12,8 @@
  * overflow to infinity) and line (2^-i on one axis: trees of depth 56 to 64 at 101 to 109 points,
  * around the stack sizes of the GPU kNN kernels); 0, 1, 31, 32, 33, 1000 and 10^5 points; 2, 3 and
  * 5 dimensions (1 and 8 at 1000 points); float and double points and queries, mixed; leaf sizes 12,
- * 1 and 64. kNN with k = 1, 8, 31, 32, 33, 50, 1024 and k > n, with and without distances; radius
+ * 1 and 64. kNN with k = 1, 8, 9, 16, 31, 32, 33, 50, 1024 (every size of the GPU's register
+ * lists, their ends, and the heap) and k > n, with and without distances; radius
  * search with r = 0, tiny, small, medium, beyond the data and r * r overflowing, each without a cap
  * and with caps 1, 32, 33 and 100. With --backend cuda the queries go to a tree built by
  * grove_kdtree_build_device() (device arrays only; downloaded at the end and compared with the
@@ -459,7 +460,7 @@ static int same_tree(const grove_kdtree *a, const grove_kdtree *b)
 static void run_set(tu_rng *r, int kind, size_t n, int D, grove_coord_type ty, grove_coord_type qty,
                     int leaf)
 {
-    static const int ks[] = {1, 8, 31, 32, 33, 50, 1024};
+    static const int ks[] = {1, 8, 9, 16, 31, 32, 33, 50, 1024};
     static const size_t caps[] = {0, 1, 32, 33, 100};
     char what[200];
     set p = make_set(gen(r, kind, n, D), n, D, ty);
@@ -501,8 +502,9 @@ static void run_set(tu_rng *r, int kind, size_t n, int D, grove_coord_type ty, g
         if (!g_quick) check_knn(what, t, t, &p, &q, nq, 50);
     }
 #endif
-    for (int ki = 0; ki < 7; ki++)
-        if (!g_quick || ki % 3 == 0) check_knn(what, tg, t, &p, &q, nq, ks[ki]);
+    for (int ki = 0; ki < 9; ki++) /* quick: each register-list size (1, 16, 32) and a heap */
+        if (!g_quick || ks[ki] == 1 || ks[ki] == 16 || ks[ki] == 32 || ks[ki] == 1024)
+            check_knn(what, tg, t, &p, &q, nq, ks[ki]);
     check_knn(what, tg, t, &p, &q, n >= 100000 ? 4 : nq, (int)n + 3); /* k > n */
 
     for (size_t i = 0; i < n; i++)

@@ -11,7 +11,8 @@
  * A node is skipped only when its lower bound is strictly greater than the current bound (a tie
  * may still hold a smaller input position), so every search returns the unique set of the
  * smallest (dist2, input position) pairs, whatever order the nodes are visited in. kNN on 2-D
- * and 3-D trees of ordinary depth runs knn_fast (below), a leaner variant of the same search.
+ * and 3-D trees of ordinary depth runs knn_fast (below), a leaner variant of the same search, or
+ * for 2 <= k <= 32 the warp-packet search of kdtree_knn_warp_cuda.cu (32 queries per walk).
  *
  * kNN: up to REG_MAX neighbours in registers (a sorted list, right-aligned behind sentinels, so
  * that the worst is always the last register); more in a max-heap kept in the query's own output
@@ -45,6 +46,7 @@
 #include "../prim/prim_cuda.h"
 #include "core_cuda.h"
 #include "grove/prim.h"
+#include "kdtree_knn_warp.h"
 #include "kdtree_query_cuda.h"
 
 namespace
@@ -1090,6 +1092,12 @@ grove_status knn_batch(grove_ctx *ctx, const grove_kdtree *t, KnnRun *R, const v
     const bool heap = cap > (size_t)REG_MAX;
     const bool fast = !heap && (D == 2 || D == 3) && t->n <= (size_t)UINT32_MAX &&
                       t->num_nodes <= (size_t)UINT32_MAX && t->depth + 2 <= (size_t)FSTACK;
+    if (fast && grove__kdw_handles(D, (int)cap) && t->depth + 2 <= (size_t)grove__kdw_stack) {
+        const grove__kdw_launch l = {R->t.nodes, R->t.bounds, R->t.pts, R->t.index, qd, ord, mm,
+                                     (int)cap, k, D, t->type == GROVE_COORD_F64, oi, od};
+        GROVE_CUDA_TRY(ctx, grove__kdw_knn(&l, s), "k-d tree kNN kernel (warp)");
+        return GROVE_OK;
+    }
     with_shape(D, t->type == GROVE_COORD_F64, [&](auto sh) {
         typedef decltype(sh) S;
         const DevTree &dt = R->t;
