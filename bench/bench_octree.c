@@ -403,7 +403,6 @@ grove_status grove_bench_octree(grove_ctx *ctx, const grove_bench_opts *opts, gr
     size_t sizes[2];
     int nsizes = 0;
     grove_status s = GROVE_OK;
-    grove_ctx_opts co;
     ot_bench b;
 
     *nrows = 0;
@@ -415,20 +414,8 @@ grove_status grove_bench_octree(grove_ctx *ctx, const grove_bench_opts *opts, gr
     b.rows = rows;
     b.max_rows = max_rows;
     b.nrows = nrows;
-    if (opts->n) {
-        sizes[nsizes++] = opts->n;
-    } else {
-        for (int i = 0; i < 2; i++) sizes[nsizes++] = default_sizes[i];
-    }
-    grove_ctx_default_opts(&co);
-    co.backend = GROVE_BACKEND_CPU;
-    s = grove_ctx_create(&co, &b.cpu);
-    if (s != GROVE_OK) {
-        grove__error(ctx, s, "bench octree: no CPU context: %s",
-                     b.cpu ? grove_ctx_last_error(b.cpu) : "out of memory");
-        grove_ctx_destroy(b.cpu);
-        return s;
-    }
+    s = grove__bench_setup(ctx, "octree", opts, default_sizes, 2, sizes, &nsizes, &b.cpu);
+    if (s != GROVE_OK) return s;
     for (int si = 0; si < nsizes && s == GROVE_OK; si++) {
         const size_t n = sizes[si];
         for (int dist = 0; dist < 2 && s == GROVE_OK; dist++) {
