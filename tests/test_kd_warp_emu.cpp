@@ -1,14 +1,16 @@
 /*
  * test_kd_warp_emu.cpp - the GPU warp-packet kNN search (src/kdtree/kdtree_knn_warp.cuh) run on
  * the CPU, so that machines without a GPU (CI) test its logic too: every lane of a warp is a
- * ucontext, and every warp intrinsic (ballot, shuffle) is a rendezvous of all 32 lanes, which
- * also checks that each is reached in warp-uniform control flow (a divergent intrinsic or a
- * divergent exit fails the test). The rows (indices and squared distances) must equal the CPU
- * backend's grove_kdtree_knn byte for byte, on uniform, lattice (ties), duplicate (with -0),
- * clustered, 2^-i line (trees near the 64-entry stack limit) and equal-point data, 2-D and 3-D,
- * float and double, leaf sizes 1, 12 and 64, k from 1 to 32, queries in sorted and random order.
+ * ucontext, and every warp intrinsic (ballot, shuffle) is a rendezvous of all 32 lanes. Lanes
+ * that meet at different kinds of intrinsic, or return at different times, fail the test (a
+ * divergence between two intrinsics of the same kind is not seen). The rows (indices and squared
+ * distances) must equal the CPU backend's grove_kdtree_knn byte for byte, on uniform, lattice
+ * (ties), duplicate (with -0), clustered, 2^-i line (trees near the 64-entry stack limit) and
+ * equal-point data, 2-D and 3-D, float and double, leaf sizes 1, 12 and 64, k from 1 to 32, queries
+ * in sorted and random order.
  *
- * Usage: test_kd_warp_emu [--reps R] [--seed S]   exit 0: all rows equal, 1: a mismatch, 2: usage
+ * Usage: test_kd_warp_emu [--reps R] [--seed S]   exit 0: all rows equal, 1: a mismatch, 2: usage,
+ * 3: the emulation or the CPU backend failed (a message says which)
  */
 #include <math.h>
 #include <stdint.h>
@@ -39,7 +41,6 @@ struct Emu {
     int src[32];
     bool done[32];
     long calls;
-    long bykind[16];
 };
 static Emu E;
 
@@ -114,18 +115,19 @@ static void run_warp(BodyFn body, const kdw::Args &a, uint32_t pos0)
             nd += E.done[l];
         }
         if (nd == 32) break;
-        if (nd != 0) EMU_DIE("divergent exit: %d of 32 lanes returned", nd);
+        if (nd != 0) EMU_DIE("test_kd_warp_emu: divergent exit: %d of 32 lanes returned", nd);
         for (int l = 1; l < 32; l++)
-            if (E.kind[l] != E.kind[0]) EMU_DIE("lanes at different intrinsics");
+            if (E.kind[l] != E.kind[0])
+                EMU_DIE("test_kd_warp_emu: lanes of a warp at different kinds of intrinsic");
         E.calls++;
-        E.bykind[E.kind[0]]++;
         if (E.kind[0] == 1) {
             uint64_t m = 0;
             for (int l = 0; l < 32; l++) m |= (E.val[l] & 1) << l;
             for (int l = 0; l < 32; l++) E.res[l] = m;
         } else {
             for (int l = 0; l < 32; l++) {
-                if (E.src[l] < 0 || E.src[l] > 31) EMU_DIE("shfl src %d", E.src[l]);
+                if (E.src[l] < 0 || E.src[l] > 31)
+                    EMU_DIE("test_kd_warp_emu: shuffle from lane %d", E.src[l]);
                 E.res[l] = E.val[E.src[l]];
             }
         }
@@ -195,7 +197,8 @@ static void check(grove_ctx *ctx, int kind, size_t n, int leaf, int k, size_t nq
     grove_kdtree_default_opts(&o);
     o.leaf_size = leaf;
     grove_kdtree *t = NULL;
-    if (grove_kdtree_build(ctx, &pc, &o, &t) != GROVE_OK) EMU_DIE("build failed");
+    if (grove_kdtree_build(ctx, &pc, &o, &t) != GROVE_OK)
+        EMU_DIE("test_kd_warp_emu: the CPU build failed: %s", grove_ctx_last_error(ctx));
     if (grove_kdtree_depth(t) + 2 > (size_t)kdw::STACK) {
         grove_kdtree_destroy(t);
         return;
@@ -209,7 +212,8 @@ static void check(grove_ctx *ctx, int kind, size_t n, int leaf, int k, size_t nq
     grove_coords qc = {qx.data(), nq, D, GROVE_COORD_F64};
     std::vector<uint64_t> ri(nq * k), wi(nq * k, 0x5a5a5a5a5a5a5a5aull);
     std::vector<double> rd(nq * k), wd(nq * k, -123.0);
-    if (grove_kdtree_knn(ctx, t, &qc, k, ri.data(), rd.data()) != GROVE_OK) EMU_DIE("knn failed");
+    if (grove_kdtree_knn(ctx, t, &qc, k, ri.data(), rd.data()) != GROVE_OK)
+        EMU_DIE("test_kd_warp_emu: the CPU kNN failed: %s", grove_ctx_last_error(ctx));
     std::vector<uint32_t> ord(nq);
     for (size_t i = 0; i < nq; i++) ord[i] = (uint32_t)i;
     if (sorted) /* by the first coordinate, then second: adjacent queries close */
