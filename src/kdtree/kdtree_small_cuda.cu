@@ -64,6 +64,25 @@ __device__ __forceinline__ Cand shfl_cand(const Cand &a, int o)
     return r;
 }
 
+/* The plane before position j of m (at coordinate split), valid if ok, with the CPU's cost:
+ * j points in the left box, m - j in the right, each weighted by its inflated measure. */
+template <int D>
+__device__ __forceinline__ Cand cand_at(bool ok, int j, double split, int m, const double *llo,
+                                        const double *lhi, const double *rlo, const double *rhi,
+                                        double infl)
+{
+    Cand r;
+    r.ok = ok;
+    r.i = j;
+    r.split = split;
+    r.c = INFINITY;
+    if (ok) {
+        double ml = box_measure<D>(llo, lhi, infl), mr = box_measure<D>(rlo, rhi, infl);
+        r.c = __dadd_rn(__dmul_rn((double)j, ml), __dmul_rn((double)(m - j), mr));
+    }
+    return r;
+}
+
 /* The least-cost plane of the node whose range [a, e) of every sorted list has the box bx;
  * the same result in every lane. Returns 0 if no plane separates the points. */
 template <int D>
@@ -133,23 +152,9 @@ __device__ int warp_best(const WarpWs<D> &w, int a, int e, const double *bx, int
         /* the coordinate before j0 is the previous lane's j1 */
         double c1 = h1 ? p1[d] : INFINITY, c0 = h0 ? p0[d] : INFINITY;
         double before0 = __shfl_up_sync(0xffffffffu, c1, 1);
-        Cand mine, other;
-        mine.ok = j0 >= 1 && h0 && before0 < c0;
-        mine.i = j0;
-        mine.split = c0;
-        mine.c = INFINITY;
-        if (mine.ok) {
-            double ml = box_measure<D>(l0lo, l0hi, infl), mr = box_measure<D>(r0lo, r0hi, infl);
-            mine.c = __dadd_rn(__dmul_rn((double)j0, ml), __dmul_rn((double)(m - j0), mr));
-        }
-        other.ok = h1 && c0 < c1;
-        other.i = j1;
-        other.split = c1;
-        other.c = INFINITY;
-        if (other.ok) {
-            double ml = box_measure<D>(l1lo, l1hi, infl), mr = box_measure<D>(r1lo, r1hi, infl);
-            other.c = __dadd_rn(__dmul_rn((double)j1, ml), __dmul_rn((double)(m - j1), mr));
-        }
+        Cand mine = cand_at<D>(j0 >= 1 && h0 && before0 < c0, j0, c0, m, l0lo, l0hi, r0lo, r0hi,
+                               infl);
+        Cand other = cand_at<D>(h1 && c0 < c1, j1, c1, m, l1lo, l1hi, r1lo, r1hi, infl);
         if (better(other, mine)) mine = other;
         for (int q = 16; q > 0; q /= 2) {
             Cand t = shfl_cand(mine, q);
