@@ -9,7 +9,8 @@
  * some queries sit between lattice points, equidistant from many), duplicate-heavy (6 distinct
  * points: leaves of thousands of equal points), geometric (x = 2^-i: a tree about 1000 levels deep,
  * beyond the GPU's in-register stack), huge (double only: coordinates up to DBL_MAX, so distances
- * overflow to infinity) and line (2^-i on one axis: trees of depth 56 to 64 at 101 to 109 points,
+ * overflow to infinity), scales (magnitudes 2^-141 to 2^119: float squares underflow and
+ * overflow) and line (2^-i on one axis: trees of depth 56 to 64 at 101 to 109 points,
  * around the stack sizes of the GPU kNN kernels); 0, 1, 31, 32, 33, 1000 and 10^5 points; 2, 3 and
  * 5 dimensions (1 and 8 at 1000 points); float and double points and queries, mixed; leaf sizes 12,
  * 1 and 64. kNN with k = 1, 8, 9, 16, 31, 32, 33, 50, 1024 (every size of the GPU's register
@@ -60,9 +61,16 @@ static size_t g_max_n = (size_t)-1;
 
 /* K_LINE (2^-i on axis 0, the other axes 0) is outside the main loops over K_KINDS: it is only
  * used for the deep-stack sets. */
-enum { K_UNIFORM, K_CLUSTER, K_LATTICE, K_DUPS, K_GEOM, K_HUGE, K_KINDS, K_LINE = K_KINDS };
-static const char *kind_name[] = {"uniform",   "clustered", "lattice", "duplicates",
-                                  "geometric", "huge",      "line"};
+enum { K_UNIFORM, K_CLUSTER, K_LATTICE, K_DUPS, K_GEOM, K_HUGE, K_SCALES, K_KINDS,
+       K_LINE = K_KINDS };
+static const char *kind_name[] = {"uniform", "clustered", "lattice", "duplicates",
+                                  "geometric", "huge", "scales", "line"};
+
+/* K_SCALES: float-representable magnitudes whose squares underflow or overflow a float (the
+ * GPU's float pre-filters must stay below the exact distances there). */
+static const int SCALES[] = {-140, -70, 0, 60, 120};
+
+static double scaled(tu_rng *r, double u) { return ldexp(u - 0.5, SCALES[tu_u32(r) % 5]); }
 
 static double unit(tu_rng *r) { return (double)(tu_next(r) >> 11) * (1.0 / 9007199254740992.0); }
 
@@ -93,6 +101,7 @@ static double *gen(tu_rng *r, int kind, size_t n, int D)
             case K_DUPS: p[d] = c[a][d]; break;
             case K_GEOM: p[d] = d == 0 ? ldexp(1.0, -(int)(i % 1100)) : (double)(i % 3); break;
             case K_LINE: p[d] = d == 0 ? ldexp(1.0, -(int)i) : 0.0; break;
+            case K_SCALES: p[d] = scaled(r, unit(r)); break;
             default: {
                 static const double sp[] = {DBL_MAX, -DBL_MAX, 1e308, -1e307, 0.0, 1.0, -2.5};
                 uint32_t k = tu_u32(r) % 9;
@@ -151,9 +160,10 @@ static double *gen_queries(tu_rng *r, const set *p, int kind, size_t nq)
             case 0: v = x; break;
             case 1: v = kind == K_HUGE ? x : x + 1e-6 * (unit(r) - 0.5); break;
             case 2:
-                v = kind == K_LATTICE ? 0.25 * (double)(tu_u32(r) % 12) + 0.125
-                    : kind == K_HUGE  ? (unit(r) * 2.0 - 1.0) * 1e300
-                                      : unit(r) * 240.0 - 120.0;
+                v = kind == K_LATTICE  ? 0.25 * (double)(tu_u32(r) % 12) + 0.125
+                    : kind == K_HUGE   ? (unit(r) * 2.0 - 1.0) * 1e300
+                    : kind == K_SCALES ? scaled(r, unit(r))
+                                       : unit(r) * 240.0 - 120.0;
                 break;
             default: v = kind == K_HUGE ? -x : (unit(r) - 0.5) * 1e4; break;
             }

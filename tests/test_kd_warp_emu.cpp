@@ -5,13 +5,17 @@
  * that meet at different kinds of intrinsic, or return at different times, fail the test (a
  * divergence between two intrinsics of the same kind is not seen). The rows (indices and squared
  * distances) must equal the CPU backend's grove_kdtree_knn byte for byte, on uniform, lattice
- * (ties), duplicate (with -0), clustered, 2^-i line (trees near the 64-entry stack limit) and
- * equal-point data, 2-D and 3-D, float and double, leaf sizes 1, 12 and 64, k from 1 to 32, queries
- * in sorted and random order.
+ * (ties), duplicate (with -0), clustered, 2^-i line (trees near the 64-entry stack limit),
+ * equal-point data and magnitudes from 2^-141 to 2^119 (float squares underflow and overflow in
+ * the kernel's float pre-filters), 2-D and 3-D, float and double, leaf sizes 1, 12 and 64, k from
+ * 1 to 32, queries that are floats and queries that are not, in sorted and random order. The
+ * node records and the float roundings (toward zero, down, up) are the device's, through the
+ * host's rounding modes; a pre-filter that drops a tie (>= for >) fails the test.
  *
  * Usage: test_kd_warp_emu [--reps R] [--seed S]   exit 0: all rows equal, 1: a mismatch, 2: usage,
  * 3: the emulation or the CPU backend failed (a message says which)
  */
+#include <fenv.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -70,6 +74,63 @@ static double as_double(uint64_t w)
     return d;
 }
 
+/* The device's directed roundings, by the host's rounding mode (volatile keeps every operation
+ * between the mode switches). Rounding toward zero twice (to double, then to float) is rounding
+ * toward zero once, and a product of two floats is exact in double, so emu_fma_rz is the device's
+ * fused operation exactly. */
+static float emu_fsub_rz(float a, float b)
+{
+    volatile float x = a, y = b, r;
+    fesetround(FE_TOWARDZERO);
+    r = x - y;
+    fesetround(FE_TONEAREST);
+    return r;
+}
+static float emu_fmul_rz(float a, float b)
+{
+    volatile float x = a, y = b, r;
+    fesetround(FE_TOWARDZERO);
+    r = x * y;
+    fesetround(FE_TONEAREST);
+    return r;
+}
+static float emu_fma_rz(float a, float b, float c)
+{
+    volatile double p = (double)a * (double)b, z = c, t;
+    volatile float r;
+    fesetround(FE_TOWARDZERO);
+    t = p + z;
+    r = (float)t;
+    fesetround(FE_TONEAREST);
+    return r;
+}
+static float emu_f2f(double v, int mode)
+{
+    volatile double x = v;
+    volatile float r;
+    fesetround(mode);
+    r = (float)x;
+    fesetround(FE_TONEAREST);
+    return r;
+}
+static float emu_as_float(uint32_t w)
+{
+    float f;
+    memcpy(&f, &w, 4);
+    return f;
+}
+static uint32_t emu_float_bits(float f)
+{
+    uint32_t w;
+    memcpy(&w, &f, 4);
+    return w;
+}
+static void emu_ld4(const uint32_t *p, uint32_t *w)
+{
+    if ((uintptr_t)p % 16) EMU_DIE("test_kd_warp_emu: a record load not 16-byte aligned");
+    memcpy(w, p, 16);
+}
+
 #define KDW_FN static inline
 #define kdw_ldg(p) (*(p))
 #define kdw_ballot(pred) emu_ballot(pred)
@@ -79,6 +140,15 @@ static double as_double(uint64_t w)
 #define kdw_sub(a, b) ((a) - (b))
 #define kdw_mul(a, b) ((a) * (b))
 #define kdw_add(a, b) ((a) + (b))
+#define kdw_fsub_rz(a, b) emu_fsub_rz((a), (b))
+#define kdw_fmul_rz(a, b) emu_fmul_rz((a), (b))
+#define kdw_fma_rz(a, b, c) emu_fma_rz((a), (b), (c))
+#define kdw_f2f_rd(x) emu_f2f((x), FE_DOWNWARD)
+#define kdw_f2f_ru(x) emu_f2f((x), FE_UPWARD)
+#define kdw_f2f_rn(x) emu_f2f((x), FE_TONEAREST)
+#define kdw_as_float(w) emu_as_float(w)
+#define kdw_float_bits(f) emu_float_bits(f)
+#define kdw_ld4(p, w) emu_ld4((p), (w))
 #include "kdtree_knn_warp.cuh"
 
 typedef void (*BodyFn)(const kdw::Args &, uint32_t, int);
@@ -158,9 +228,10 @@ static uint64_t next_u64()
 static double unif() { return (next_u64() >> 11) * (1.0 / 9007199254740992.0); }
 
 /* kinds: 0 uniform, 1 lattice (ties), 2 duplicates (and -0), 3 one tight cluster, 4 2^-i line,
- * 5 many equal points (dup leaves > 64) */
+ * 5 many equal points (dup leaves > 64), 6 magnitudes from 2^-140 to 2^120 */
 static void gen(int kind, size_t n, int D, std::vector<double> &x)
 {
+    static const int mag[5] = {-140, -70, 0, 60, 120};
     x.resize(n * D);
     for (size_t i = 0; i < n; i++)
         for (int d = 0; d < D; d++) {
@@ -174,7 +245,10 @@ static void gen(int kind, size_t n, int D, std::vector<double> &x)
                 break;
             case 3: v = 0.5 + unif() * 1e-3; break;
             case 4: v = d == 0 ? ldexp(1.0, -(int)(i % 60)) : 0.0; break;
-            default: v = (next_u64() % 10 == 0) ? unif() : 0.25; break;
+            case 5: v = (next_u64() % 10 == 0) ? unif() : 0.25; break;
+            default: /* float underflow and overflow in the filters' squares */
+                v = ldexp(unif() - 0.5, mag[(i * 7 + (size_t)d) % 5]);
+                break;
             }
             x[i * D + d] = v;
         }
@@ -222,7 +296,15 @@ static void check(grove_ctx *ctx, int kind, size_t n, int leaf, int k, size_t nq
         });
     else
         for (size_t i = nq; i > 1; i--) std::swap(ord[i - 1], ord[next_u64() % i]);
+    /* the records, as grove__kdw_records makes them, 16-byte aligned as on the device */
+    const size_t nn = grove_kdtree_num_nodes(t);
+    uint32_t *rec = (uint32_t *)aligned_alloc(16, nn * 32);
+    if (!rec) EMU_DIE("test_kd_warp_emu: out of memory");
+    for (size_t i = 0; i < nn; i++)
+        kdw::build_rec<D>((const unsigned long long *)grove_kdtree_nodes(t),
+                          grove_kdtree_bounds(t), i, rec + 8 * i);
     kdw::Args a;
+    a.rec = rec;
     a.nodes = (const unsigned long long *)grove_kdtree_nodes(t);
     a.bounds = grove_kdtree_bounds(t);
     a.pts = grove_kdtree_points(t);
@@ -247,6 +329,7 @@ static void check(grove_ctx *ctx, int kind, size_t n, int leaf, int k, size_t nq
                 "f64 %d, leaf %d, k %d, %zu queries, sorted %d\n",
                 kind, n, D, (int)F64, leaf, k, nq, (int)sorted);
     }
+    free(rec);
     grove_kdtree_destroy(t);
 }
 
@@ -273,7 +356,7 @@ int main(int argc, char **argv)
     const int ks[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32};
     const int leaves[] = {1, 12, 64};
     for (int r = 0; r < reps; r++)
-        for (int kind = 0; kind <= 5; kind++)
+        for (int kind = 0; kind <= 6; kind++)
             for (size_t n : ns)
                 for (int leaf : leaves) {
                     const int k = ks[next_u64() % 10];

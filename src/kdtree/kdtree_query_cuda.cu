@@ -12,7 +12,8 @@
  * may still hold a smaller input position), so every search returns the unique set of the
  * smallest (dist2, input position) pairs, whatever order the nodes are visited in. kNN on 2-D
  * and 3-D trees of ordinary depth runs knn_fast (below), a leaner variant of the same search, or
- * for 2 <= k <= 32 the warp-packet search of kdtree_knn_warp_cuda.cu (32 queries per walk).
+ * for 2 <= k <= 32 the warp-packet search of kdtree_knn_warp_cuda.cu (32 queries per walk, with
+ * float pre-filters; its node records are made once per call, knn_run).
  *
  * kNN: up to REG_MAX neighbours in registers (a sorted list, right-aligned behind sentinels, so
  * that the worst is always the last register); more in a max-heap kept in the query's own output
@@ -1018,13 +1019,14 @@ struct KnnRun {
     TreeUp up;
     DevTree t;
     Dev qraw, qd, keys, keys2, vals, ord, temp, oi, od, ovn, ovl;
+    Dev rec; /* the warp kernel's node records, when it runs */
     size_t batch, temp_bytes;
 };
 
 void knn_bufs_free(grove_ctx *ctx, KnnRun *R)
 {
-    Dev *all[] = {&R->qraw, &R->qd,  &R->keys, &R->keys2, &R->vals, &R->ord,
-                  &R->temp, &R->oi,  &R->od,   &R->ovn,   &R->ovl};
+    Dev *all[] = {&R->qraw, &R->qd, &R->keys, &R->keys2, &R->vals, &R->ord,
+                  &R->temp, &R->oi, &R->od,   &R->ovn,   &R->ovl,  &R->rec};
     for (Dev *d : all) dev_free(ctx, d);
 }
 
@@ -1092,9 +1094,21 @@ grove_status knn_batch(grove_ctx *ctx, const grove_kdtree *t, KnnRun *R, const v
     const bool heap = cap > (size_t)REG_MAX;
     const bool fast = !heap && (D == 2 || D == 3) && t->n <= (size_t)UINT32_MAX &&
                       t->num_nodes <= (size_t)UINT32_MAX && t->depth + 2 <= (size_t)FSTACK;
-    if (fast && grove__kdw_handles(D, (int)cap) && t->depth + 2 <= (size_t)grove__kdw_stack) {
-        const grove__kdw_launch l = {R->t.nodes, R->t.bounds, R->t.pts, R->t.index, qd, ord, mm,
-                                     (int)cap, k, D, t->type == GROVE_COORD_F64, oi, od};
+    if (R->rec.p) {
+        const grove__kdw_launch l = {(const uint32_t *)R->rec.p,
+                                     R->t.nodes,
+                                     R->t.bounds,
+                                     R->t.pts,
+                                     R->t.index,
+                                     qd,
+                                     ord,
+                                     mm,
+                                     (int)cap,
+                                     k,
+                                     D,
+                                     t->type == GROVE_COORD_F64,
+                                     oi,
+                                     od};
         GROVE_CUDA_TRY(ctx, grove__kdw_knn(&l, s), "k-d tree kNN kernel (warp)");
         return GROVE_OK;
     }
@@ -1167,6 +1181,17 @@ grove_status knn_run(grove_ctx *ctx, const grove_kdtree *t, const grove_coords *
         R->batch /= 2;
     }
     GROVE_TRY(st);
+    if (!heap && t->n <= (size_t)UINT32_MAX && t->num_nodes <= (size_t)UINT32_MAX &&
+        t->depth + 2 <= (size_t)FSTACK &&
+        grove__kdw_handles((int)D, (int)cap, t->n, t->num_nodes, t->depth)) {
+        /* the warp kernel runs: its node records, once per call */
+        GROVE_TRY(dev_alloc(ctx, &R->rec, t->num_nodes * GROVE__KDW_REC_BYTES,
+                            "k-d tree kNN node records"));
+        GROVE_CUDA_TRY(ctx,
+                       grove__kdw_records(R->t.nodes, R->t.bounds, t->num_nodes, (int)D,
+                                          (uint32_t *)R->rec.p, s),
+                       "k-d tree kNN node records kernel");
+    }
     for (size_t qa = 0; qa < nq; qa += R->batch) {
         const size_t m = nq - qa < R->batch ? nq - qa : R->batch;
         const void *raw = (const unsigned char *)q->data + qa * D * es;
