@@ -211,7 +211,8 @@ grove_kdtree_device_view grove_kdtree_device(const grove_kdtree *t);
  *  the outputs are written. The queries are checked before anything is written; on another
  *  failure the outputs' contents are unspecified. Device scratch: about 40 + 8 * dims bytes per
  *  query plus the radix sort's (8 * k more for k > 32 without d_dist2, 16 per level beyond 46
- *  for deeper trees), in batches of at most 2^24 queries.
+ *  for deeper trees), in batches of at most 2^24 queries, plus 32 bytes per tree node for
+ *  2 <= k <= 32 on 2-D and 3-D trees (the warp search's node records, made once per call).
  *  @return GROVE_OK, GROVE_ERR_INVALID_ARG (NULL, k < 1, dims mismatch, a non-finite query: the
  *  message names it, n * k overflowing), GROVE_ERR_UNSUPPORTED (a CPU context, or a build
  *  without CUDA), out of memory, device failures. */
