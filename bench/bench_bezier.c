@@ -16,14 +16,15 @@
  *                          instead of 16 (bezier_cuda.h's test hook);
  *   cdp_<size>_launches=N  the same with the cdp variant; N = the child grids launched;
  *   flat_tile_<size>       flat with a block a tile instead of persistent blocks (the hook; the
- *                          kernel before session 8), for a same-run comparison;
+ *                          scheduling before session 8, with the current tile writer);
  *   cdp_tile_<size>_launches=N  cdp with group children of a tile a block instead of 4 (the
  *                          hook; the child before session 8).
- * Variant rows: n = vertices written, so items/s = vertices/s; GB/s counts the bytes that must move: the
- * curves read once (33 bytes each), the offsets written once (8 bytes each) and the vertices
- * written once (8 bytes each). Time: CUDA events around the whole call (flat: the single pass and
- * the read-back of its state; cdp: the same without vertices, then the parent grids), median of --repeats after --warmup; the cdp rows use fewer repeats when
- * one call takes over 200 ms. Every row is checked against the CPU backend's result byte for
+ * Variant rows: n = vertices written, so items/s = vertices/s; GB/s counts the bytes that must
+ * move: the curves read once (33 bytes each), the offsets written once (8 bytes each) and the
+ * vertices written once (8 bytes each). Time: CUDA events around the whole call (flat: the single
+ * pass and the read-back of its state; cdp: the same without vertices, then the parent grids),
+ * median of --repeats after --warmup; the cdp rows use fewer repeats when one call takes over
+ * 200 ms. Every row is checked against the CPU backend's result byte for
  * byte (offsets and vertices) before it is timed: checked = 1 only when identical.
  * On a CPU context, rows cpu_<size>: grove_bezier_tessellate wall time (at most 3 repeats),
  * checked when two runs agree byte for byte and every curve's end points are its control points.

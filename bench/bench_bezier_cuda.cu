@@ -16,8 +16,8 @@
 #include "grove/bezier.h"
 
 /* bezier_cuda.h's hooks: the tile writer in chunks of 8 vertices a thread instead of 16; the
- * flat kernel's variant (1: a block a tile, the kernel before persistent blocks); the cdp child's
- * (1: a tile a block, the child before children of 4 tiles) */
+ * flat kernel's variant (1: a block a tile, the scheduling before persistent blocks); the cdp
+ * child's (1: a tile a block, the child before children of 4 tiles) */
 extern "C" void grove__bz_flat_tune(int k8);
 extern "C" void grove__bz_flat_mode(int mode);
 extern "C" void grove__bz_cdp_mode(int mode);

@@ -277,16 +277,19 @@ static void run_case(const env *E, const char *what, const grove_curves *in,
         const unsigned bigs[5] = {0, 2, 17, 17, 0};
         const int cmodes[5] = {0, 0, 0, 1, 1};
         const int nplans = in->n <= 5000 ? 5 : 1;
-        /* flat (and auto): the default kernel with chunks of 16 vertices a thread, then 8; a
-         * block a tile; persistent blocks taking their next tile early; one persistent block
-         * taking every tile in turn (late, early) */
-        const int fk8[6] = {0, 1, 0, 0, 0, 0}, fmodes[6] = {0, 0, 1, 3, 4, 5};
+        /* flat (and auto): the default kernel (persistent blocks, state words zero-copy) with
+         * chunks of 16 vertices a thread, then 8; a block a tile; persistent blocks taking their
+         * next tile early; one persistent block taking every tile in turn (late, early); the
+         * state words copied back (the hooks' numbers) */
+        enum { NFP = 7 };
+        const int fk8[NFP] = {0, 1, 0, 0, 0, 0, 0}, fmodes[NFP] = {0, 0, 1, 3, 4, 5, 6};
 #else
+        enum { NFP = 1 };
         const int nplans = 1;
 #endif
         const grove_bezier_variant vs[3] = {GROVE_BEZIER_FLAT, GROVE_BEZIER_CDP, GROVE_BEZIER_AUTO};
         for (int k = 0; k < 3; k++)
-            for (int pl = 0; pl < (k == 1 ? nplans : k == 0 ? 6 : 1); pl++) {
+            for (int pl = 0; pl < (k == 1 ? nplans : k == 0 ? NFP : 1); pl++) {
                 grove_bezier_opts og = *o;
                 if (k == 1 && g_no_cdp) continue;
 #ifdef GROVE_HAVE_CUDA

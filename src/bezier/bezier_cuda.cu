@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <type_traits>
 #include <stdint.h>
 #include <string.h>
 
@@ -59,10 +60,12 @@ enum FlatMode {
     FLAT_BLOCK_A_TILE,
     FLAT_PERSIST,
     FLAT_PERSIST_EARLY,
-    FLAT_PERSIST_ONE,      /* test hook: persistent, one block (all tiles in turn) */
-    FLAT_PERSIST_EARLY_ONE /* the same, early */
+    FLAT_PERSIST_ONE,       /* test hook: persistent, one block (all tiles in turn) */
+    FLAT_PERSIST_EARLY_ONE, /* the same, early */
+    FLAT_PERSIST_FETCH      /* persistent, the state words copied back (not zero-copy) */
 };
 constexpr int kFlatDefault = FLAT_PERSIST;
+constexpr int kDoneWord = 8; /* st[8]: blocks finished (the zero-copy state words) */
 /* grove__bz_cdp_mode: 0 the default, else bezier_cdp.cu's child variant (1: a tile a block, the
  * child before session 8; 2: 4 tiles a block, the default). */
 int g_cdp_mode = 0;
@@ -72,6 +75,18 @@ unsigned long long *g_cdp_rec = nullptr; /* grove__bz_cdp_probe */
  * device, asked once: the occupancy query costs host time on every call otherwise. */
 constexpr int kOccDevices = 64;
 std::atomic<int> g_room[kOccDevices][4];
+
+/* Calls f(A, P) with A = std::integral_constant<bool, al> and P = std::integral_constant<int,
+ * k8 ? 8 : 16>, so that one launch site serves the four instantiations of a writer kernel. */
+template <typename F> auto writer_dispatch(bool al, bool k8, F &&f)
+{
+    using T = std::true_type;
+    using N = std::false_type;
+    using P8 = std::integral_constant<int, 8>;
+    using P16 = std::integral_constant<int, 16>;
+    if (al) return k8 ? f(T(), P8()) : f(T(), P16());
+    return k8 ? f(N(), P8()) : f(N(), P16());
+}
 
 /* Shared memory of the single pass besides the tile (TileSmem) and the basis (BasisSmem). */
 struct FusedSmem {
@@ -210,7 +225,7 @@ __global__ void __launch_bounds__(kT, 5)
     bz_fused_persist(const float *__restrict__ cp, const uint8_t *__restrict__ deg, u64 n,
                      grove__bz_rule r, u64 *__restrict__ off, float *__restrict__ xy, u64 cap,
                      uint32_t *counter, grove_lb::TileState<u64> ts, u64 *__restrict__ st,
-                     int early)
+                     int early, u64 *hs_map)
 {
     __shared__ TileSmem s;
     __shared__ BasisSmem B;
@@ -229,6 +244,20 @@ __global__ void __launch_bounds__(kT, 5)
         cur ^= 1;
         id = f.id[cur];
     }
+    if (!hs_map) return;
+    /* the block that finishes last copies the state words to the host's page-locked memory, so
+     * that the host reads them after its wait with no copy of its own */
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned done = atomicAdd(reinterpret_cast<unsigned *>(&st[kDoneWord]), 1u);
+        if (done == gridDim.x - 1) {
+            __threadfence();
+            const volatile u64 *vs = st;
+            for (int i = 0; i < S_COUNT; i++) hs_map[i] = vs[i];
+            __threadfence_system();
+        }
+    }
 }
 
 /* Scratch of one call: the state words, then the look-back's counter and tile states. */
@@ -240,9 +269,11 @@ struct Scratch {
     u64 *st;
     void *lb;
     size_t reset;
-    ~Scratch()
+    ~Scratch() { release(); }
+    void release()
     {
         if (buf) grove__cuda_free(ctx, buf, bytes, s);
+        buf = nullptr;
     }
 };
 
@@ -261,12 +292,30 @@ grove_status scratch_alloc(Scratch &S, size_t n)
     return GROVE_OK;
 }
 
+/* The persistent grid of writer kernel fn (kT threads) on the context's device: multiprocessors
+ * x resident blocks, asked once per device and kernel and kept in *slot (when given). */
+grove_status persist_room(grove_ctx *ctx, std::atomic<int> *slot, const void *fn, int *room)
+{
+    *room = slot ? slot->load(std::memory_order_relaxed) : 0;
+    if (*room > 0) return GROVE_OK;
+    int sms = 0, per = 0;
+    GROVE_CUDA_TRY(ctx, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx->device),
+                   "bezier: reading the multiprocessor count");
+    GROVE_CUDA_TRY(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, fn, kT, 0),
+                   "bezier: reading the tessellation kernel's occupancy");
+    *room = (sms > 0 ? sms : 1) * (per > 0 ? per : 1);
+    if (slot) slot->store(*room, std::memory_order_relaxed);
+    return GROVE_OK;
+}
+
 /* The single pass: offsets into d_off (n + 1 words), the vertices below cap into d_xy (cap 0:
  * counts only); then the state words into hs (synchronizes). hs[S_TOTAL] is the total. */
 grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n,
                    const grove_bezier_opts *o, u64 *d_off, float *d_xy, u64 cap, u64 *hs)
 {
     grove_ctx *ctx = S.ctx;
+    const bool cache = ctx->device >= 0 && ctx->device < kOccDevices;
+    bool mapped = false; /* the kernel leaves the state words in ctx->pinned */
     GROVE_CUDA_TRY(ctx, cudaMemsetAsync(S.buf, 0, S.reset, S.s),
                    "bezier: clearing the device state");
     if (n == 0) {
@@ -283,19 +332,14 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
             return grove__error(ctx, GROVE_ERR_LIMIT, "bezier: %zu curves are too many", n);
         const bool al = ((uintptr_t)d_xy & 7) == 0;
         const int mode = g_flat_mode ? g_flat_mode : kFlatDefault;
+        grove_status st = GROVE_OK;
         if (mode == FLAT_BLOCK_A_TILE) {
             const unsigned g = (unsigned)ntiles;
-#define BZ_FUSED(A, M)                                                                             \
-    bz_fused<A, M><<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter, ts, S.st)
-            if (al && !g_k8)
-                BZ_FUSED(true, 16);
-            else if (al)
-                BZ_FUSED(true, 8);
-            else if (!g_k8)
-                BZ_FUSED(false, 16);
-            else
-                BZ_FUSED(false, 8);
-#undef BZ_FUSED
+            st = writer_dispatch(al, g_k8, [&](auto A, auto P) -> grove_status {
+                bz_fused<decltype(A)::value, decltype(P)::value>
+                    <<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter, ts, S.st);
+                return GROVE_OK;
+            });
         } else {
             /* counting only, a block takes its next tile as soon as the tile before is
              * published (9% faster, measured: nothing to write meanwhile); when it writes, a
@@ -303,39 +347,43 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
              * vertices of the one before are written (12% slower, measured) */
             const int early =
                 cap == 0 || mode == FLAT_PERSIST_EARLY || mode == FLAT_PERSIST_EARLY_ONE;
-            const int which = (al ? 2 : 0) + (g_k8 ? 1 : 0);
-            const void *fn = al ? (g_k8 ? (const void *)bz_fused_persist<true, 8>
-                                        : (const void *)bz_fused_persist<true, 16>)
-                                : (g_k8 ? (const void *)bz_fused_persist<false, 8>
-                                        : (const void *)bz_fused_persist<false, 16>);
-            const bool cache = ctx->device >= 0 && ctx->device < kOccDevices;
-            int room = cache ? g_room[ctx->device][which].load(std::memory_order_relaxed) : 0;
-            if (room <= 0) {
-                int sms = 0, per = 0;
-                GROVE_CUDA_TRY(
-                    ctx, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx->device),
-                    "bezier: reading the multiprocessor count");
-                GROVE_CUDA_TRY(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, fn, kT, 0),
-                               "bezier: reading the tessellation kernel's occupancy");
-                room = (sms > 0 ? sms : 1) * (per > 0 ? per : 1);
-                if (cache) g_room[ctx->device][which].store(room, std::memory_order_relaxed);
+            /* when it writes (the call's last step), the state words come back zero-copy */
+            u64 *hs_map = nullptr;
+            if (cap > 0 && mode != FLAT_PERSIST_FETCH && ctx->pinned &&
+                ctx->pinned_bytes >= S_COUNT * sizeof(u64)) {
+                void *dp = nullptr;
+                if (cudaHostGetDevicePointer(&dp, ctx->pinned, 0) == cudaSuccess)
+                    hs_map = static_cast<u64 *>(dp);
+                else
+                    cudaGetLastError(); /* not mapped: the state words are copied instead */
             }
-            if (mode >= FLAT_PERSIST_ONE) room = 1;
-            const unsigned g = (unsigned)(ntiles < (u64)room ? ntiles : (u64)room);
-#define BZ_FUSED(A, M)                                                                             \
-    bz_fused_persist<A, M>                                                                         \
-        <<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter, ts, S.st, early)
-            if (al && !g_k8)
-                BZ_FUSED(true, 16);
-            else if (al)
-                BZ_FUSED(true, 8);
-            else if (!g_k8)
-                BZ_FUSED(false, 16);
-            else
-                BZ_FUSED(false, 8);
-#undef BZ_FUSED
+            mapped = hs_map != nullptr;
+            st = writer_dispatch(al, g_k8, [&](auto A, auto P) -> grove_status {
+                constexpr bool kA = decltype(A)::value;
+                constexpr int kPer = decltype(P)::value;
+                auto *fn = bz_fused_persist<kA, kPer>;
+                const int which = (kA ? 2 : 0) + (kPer == 8 ? 1 : 0);
+                int room = 0;
+                GROVE_TRY(persist_room(ctx, cache ? &g_room[ctx->device][which] : nullptr,
+                                       (const void *)fn, &room));
+                if (mode == FLAT_PERSIST_ONE || mode == FLAT_PERSIST_EARLY_ONE) room = 1;
+                const unsigned g = (unsigned)(ntiles < (u64)room ? ntiles : (u64)room);
+                fn<<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter, ts, S.st, early,
+                                      hs_map);
+                return GROVE_OK;
+            });
         }
+        GROVE_TRY(st);
         GROVE_CUDA_LAUNCHED(ctx, "bezier: launching the tessellation kernel");
+    }
+    if (mapped) {
+        /* the kernel wrote the state words into the page-locked scratch: the scratch goes back
+         * to the pool before the wait, and nothing is copied */
+        S.release();
+        GROVE_CUDA_TRY(ctx, cudaStreamSynchronize(S.s),
+                       "bezier: counting and writing the vertices");
+        memcpy(hs, ctx->pinned, S_COUNT * sizeof(u64));
+        return GROVE_OK;
     }
     /* through the context's page-locked scratch: a copy into pageable memory costs a staging
      * round trip of its own */

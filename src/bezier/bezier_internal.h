@@ -319,6 +319,7 @@ enum { S_CAPPED = 0, S_FAILED, S_ERR, S_LAUNCHES, S_BIG, S_TOTAL, S_COUNT };
  * fills it once. */
 struct TileSmem {
     float4 cp[2 * kC];
+    uint2 rec[kC]; /* tile_write's record of each curve (kRecM and below) */
     uint32_t off[kC + 1];
     uint32_t flag[2][kVMax / 32];
     uint32_t excl[2][kT];
@@ -326,9 +327,12 @@ struct TileSmem {
     uint8_t deg[kC];
 };
 
-/* The basis: [0, kBT) degree 2, [kBT, 2 kBT) degree 3. */
+/* The basis, one pad entry first and two last: [1, 1 + kBT) degree 2, [1 + kBT, 1 + 2 kBT)
+ * degree 3. The pads let the writer read the entry of a pair's vertex that is an end point or
+ * lies in the next curve without a bounds check; their values are never written out. */
+constexpr int kBTRaw = 2 * kBT + 3;
 struct BasisSmem {
-    float4 bt[2 * kBT];
+    float4 bt[kBTRaw];
 };
 
 /* The thread's index in its tile group of kT threads. */
@@ -345,10 +349,12 @@ template <bool kNamed> __device__ __forceinline__ void tile_sync()
         __syncthreads();
 }
 
-/* Fills the basis table for 3 <= m <= bm (bm <= kBM; nothing when bm < 3), threads t of nt. */
+/* Fills the basis table for 3 <= m <= bm (bm <= kBM; only the pads when bm < 3), threads t of
+ * nt. */
 __device__ __forceinline__ void basis_fill(BasisSmem &B, int bm, int t, int nt)
 {
     const int ne = bm >= 3 ? (bm - 2) * (bm - 1) / 2 : 0;
+    if (t == 0) B.bt[0] = B.bt[kBTRaw - 2] = B.bt[kBTRaw - 1] = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int e = t; e < ne; e += nt) {
         /* row k = m - 3 holds k + 1 entries from k (k + 1) / 2 on */
         int k = (int)((sqrtf(__fadd_rn(__fmul_rn(8.0f, (float)e), 1.0f)) - 1.0f) * 0.5f);
@@ -358,17 +364,19 @@ __device__ __forceinline__ void basis_fill(BasisSmem &B, int bm, int t, int nt)
         const float u = grove__bz_u(i, m);
         float b[4];
         grove__bz_basis(2, u, b);
-        B.bt[e] = make_float4(b[0], b[1], b[2], b[3]);
+        B.bt[1 + e] = make_float4(b[0], b[1], b[2], b[3]);
         grove__bz_basis(3, u, b);
-        B.bt[kBT + e] = make_float4(b[0], b[1], b[2], b[3]);
+        B.bt[1 + kBT + e] = make_float4(b[0], b[1], b[2], b[3]);
     }
 }
 
-/* Index of inner vertex i (1 <= i <= m - 2) of a curve of m (3 <= m <= kBM) vertices in a basis
- * table: row m - 3 holds m - 2 entries from (m - 3)(m - 2) / 2 on. */
-__device__ __forceinline__ int basis_at(uint32_t i, uint32_t m)
+/* The entry of vertex i of a tabled curve (degree cub ? 3 : 2, 3 <= m <= kBM vertices) in
+ * BasisSmem::bt is row + i, row = basis_row(m, cub): degree d's row m - 3 holds the m - 2 inner
+ * vertices from 1 + (d == 3 ? kBT : 0) + (m - 3)(m - 2) / 2 on, so vertex 0 and vertex m (the
+ * next curve's first) fall on the row's neighbours, in the table whatever m. */
+__device__ __forceinline__ uint32_t basis_row(uint32_t m, bool cub)
 {
-    return (int)((m - 3u) * (m - 2u) / 2u + i) - 1;
+    return (m - 3u) * (m - 2u) / 2u + (cub ? (uint32_t)kBT : 0u);
 }
 
 /* Stages curves [c0, c0 + C) (C <= kC) and, when B is given, fills its basis table for m <= bm
@@ -405,14 +413,17 @@ __device__ __forceinline__ void tile_stage(TileSmem &s, BasisSmem *B, const floa
     if (inflight) asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
-/* The curve of chunk slot lv (chunk buffer b, prev = the curve before the chunk). */
+/* The curve of chunk slot lv (chunk buffer b, prev = the curve before the chunk); low = the mask
+ * of lv's bit and those below it in its group of kPer, (2 << (lv mod kPer)) - 1, which the
+ * caller keeps (the same for all of a thread's slots). */
 template <int kPer>
-__device__ __forceinline__ int tile_curve(const TileSmem &s, int b, int prev, uint32_t lv)
+__device__ __forceinline__ int tile_curve(const TileSmem &s, int b, int prev, uint32_t lv,
+                                          uint32_t low)
 {
     constexpr uint32_t kL = kPer == 16 ? 4u : 3u; /* log2 kPer */
     const uint32_t g = lv >> kL;
     const uint32_t word = s.flag[b][(g * kPer) >> 5], sh = (g * kPer) & 31u;
-    const uint32_t bits = (word >> sh) & ((2u << (lv & (kPer - 1))) - 1u);
+    const uint32_t bits = (word >> sh) & low;
     return prev + (int)(s.excl[b][g] + (uint32_t)__popc(bits));
 }
 
@@ -420,16 +431,23 @@ __device__ __forceinline__ int tile_curve(const TileSmem &s, int b, int prev, ui
  * the table loop does not write the curve. */
 constexpr uint32_t kSkip = 0x80u;
 
-/* Vertices i and i + 1 of a tabled curve (control points a, b; degree cub ? 3 : 2; m vertices)
- * into out (x, y, x, y). i may be ~0u and i + 1 may be m: the values are then never written. */
+/* tile_write's record of a curve: x = its first vertex relative to the tile's, y = m (13 bits,
+ * m <= GROVE_BEZIER_MAX_POINTS) | basis_row << 13 (10 bits) | cubic << 23 | skip << 31, skip
+ * when the table loop does not write the curve (basis_row 0 then, the entries clamped). */
+static_assert(GROVE_BEZIER_MAX_POINTS < (1 << 13), "m fits tile_write's record");
+static_assert(kBTRaw <= (1 << 10), "a basis row fits tile_write's record");
+constexpr uint32_t kRecM = (1u << 13) - 1u, kRecCub = 1u << 23, kRecSkip = 1u << 31;
+
+/* Vertices i and i + 1 of a tabled curve (control points a, b; degree cub ? 3 : 2; m vertices;
+ * its basis row `row`) into out (x, y, x, y). i may be ~0u and i + 1 may be m: the values are
+ * then never written; for a curve that is not tabled the entries are clamped into the table and
+ * the values are never written either. */
 __device__ __forceinline__ void tile_pair(const float4 *bt, float4 a, float4 b, bool cub,
-                                          uint32_t m, uint32_t i, float4 &out)
+                                          uint32_t m, uint32_t row, uint32_t i, float4 &out)
 {
-    const int base = cub ? kBT : 0;
-    const int e0 = basis_at(i, m);
-    const int ea = e0 < 0 ? 0 : (e0 >= kBT ? kBT - 1 : e0); /* in range whatever m and i */
-    const int eb = e0 + 1 < 0 ? 0 : (e0 + 1 >= kBT ? kBT - 1 : e0 + 1);
-    const float4 A = bt[base + ea], B = bt[base + eb];
+    uint32_t e0 = row + i; /* ~0u + 0 wraps: clamped */
+    e0 = e0 < (uint32_t)kBTRaw - 2u ? e0 : (uint32_t)kBTRaw - 2u;
+    const float4 A = bt[e0], B = bt[e0 + 1u];
     const float lx = cub ? b.z : b.x, ly = cub ? b.w : b.y; /* the last control point */
     /* grove__bz_sum term by term: ((b0 P0 + b1 P1) + b2 P2) + b3 P3 */
     float x = __fadd_rn(__fadd_rn(__fmul_rn(A.x, a.x), __fmul_rn(A.y, a.z)), __fmul_rn(A.z, b.x));
@@ -484,12 +502,15 @@ __device__ __forceinline__ void tile_write(TileSmem &s, const float4 *bt, int C,
     for (int k = 0; k < kCPT; k++) {
         const int j = (int)t * kCPT + k;
         if (j < C) {
-            const uint32_t m = s.off[j + 1] - s.off[j];
+            const uint32_t o = s.off[j], m = s.off[j + 1] - o;
             const int d = grove__bz_degree(s.deg[j]);
             const bool fast = d >= 2 && m >= 3u && m <= (uint32_t)bm;
+            const bool tab = fast && m < big;
             if (!fast && m < big) slow |= 1u << k;
             /* this thread's own curves; read by others after the first chunk's barrier */
-            s.deg[j] = (uint8_t)(d | (fast && m < big ? 0u : kSkip));
+            s.deg[j] = (uint8_t)(d | (tab ? 0u : kSkip));
+            s.rec[j] = make_uint2(o, m | (tab ? basis_row(m, d == 3) << 13 : 0u) |
+                                         (d == 3 ? kRecCub : 0u) | (tab ? 0u : kRecSkip));
         }
     }
     int prev = -1; /* the curve of the slot before the chunk */
@@ -520,28 +541,34 @@ __device__ __forceinline__ void tile_write(TileSmem &s, const float4 *bt, int C,
         s.excl[b][t] = pre;
         if (t < kV / 32) s.flag[b ^ 1][t] = 0; /* last read in the previous chunk */
         tile_sync<kNamed>();
-#pragma unroll 4
-        for (int r = 0; r < kPer / 2; r++) {
-            const int sa = 2 * (r * kT + (int)t) - sh; /* slot of the first vertex, >= -1 */
-            const int ra = (int)q + sa;
-            if (ra >= (int)lim) break;
-            /* ra = -1 only for the tile's first pair when sh = 1 (prev = -1): the first vertex
-             * is not written, the second is vertex 0 of curve 0 */
-            int ja = sa < 0 ? prev : tile_curve<kPer>(s, b, prev, (uint32_t)sa);
+        /* the pair of step r: slots sa0 + 2 kT r, vertices ra0 + 2 kT r, stored at d0 + 4 kT r */
+        const int sa0 = 2 * (int)t - sh, ra0 = (int)q + sa0;
+        float *const d0 = xt + 2 * (ptrdiff_t)ra0;
+        /* 2 kT r is a multiple of kPer: every step's slot has the same place in its group */
+        const uint32_t low = (2u << ((uint32_t)sa0 & (kPer - 1u))) - 1u;
+        /* step r's pair; full: the chunk lies below lim, so no step needs a bounds check */
+        auto step = [&](const int r, const bool full) {
+            const int sa = sa0 + 2 * kT * r; /* slot of the first vertex, >= -1 */
+            const int ra = ra0 + 2 * kT * r;
+            /* ra = -1 only for the tile's first pair when sh = 1 (r = 0, prev = -1): the first
+             * vertex is not written, the second is vertex 0 of curve 0 */
+            const bool before = r == 0 && ra < 0;
+            int ja = r == 0 && sa < 0 ? prev : tile_curve<kPer>(s, b, prev, (uint32_t)sa, low);
             ja = ja < 0 ? 0 : ja;
             const int jn = ja + 1 < C ? ja + 1 : ja;
             const float4 ca = s.cp[2 * ja], cb = s.cp[2 * ja + 1];
             const float2 pn = *reinterpret_cast<const float2 *>(&s.cp[2 * jn]);
-            const uint32_t o = s.off[ja], m = s.off[ja + 1] - o;
-            const uint32_t fa = s.deg[ja], fn = s.deg[jn];
-            const uint32_t ia = ra < 0 ? ~0u : (uint32_t)ra - o;
+            const uint2 rc = s.rec[ja];
+            const uint32_t m = rc.y & kRecM;
+            const bool skip = (int)rc.y < 0, skipn = (s.deg[jn] & kSkip) != 0;
+            const uint32_t ia = before ? ~0u : (uint32_t)ra - rc.x;
             const bool same = ia + 1u < m; /* else the second is the next curve's first */
             float4 p;
-            tile_pair(bt, ca, cb, (fa & 3u) == 3u, m, ia, p);
+            tile_pair(bt, ca, cb, (rc.y & kRecCub) != 0, m, (rc.y >> 13) & 0x3ffu, ia, p);
             if (!same) p.z = pn.x, p.w = pn.y;
-            const bool wa = ra >= 0 && !(fa & kSkip);
-            const bool wb = ra + 1 < (int)lim && !((same ? fa : fn) & kSkip);
-            float *const dst = xt + 2 * (ptrdiff_t)ra;
+            const bool wa = !before && !skip;
+            const bool wb = (full || ra + 1 < (int)lim) && !(same ? skip : skipn);
+            float *const dst = d0 + 4 * kT * r; /* a constant offset a step */
             if (kAligned && wa && wb) {
                 st_v4(dst, p);
             } else if (kAligned) {
@@ -550,6 +577,17 @@ __device__ __forceinline__ void tile_write(TileSmem &s, const float4 *bt, int C,
             } else {
                 if (wa) dst[0] = p.x, dst[1] = p.y;
                 if (wb) dst[2] = p.z, dst[3] = p.w;
+            }
+        };
+        if (q + kV <= lim) {
+            /* no branch between the steps: their shared loads can all be issued early */
+#pragma unroll
+            for (int r = 0; r < kPer / 2; r++) step(r, true);
+        } else {
+#pragma unroll
+            for (int r = 0; r < kPer / 2; r++) {
+                if (ra0 + 2 * kT * r >= (int)lim) break;
+                step(r, false);
             }
         }
         prev += (int)(s.excl[b][kT - 1] + (uint32_t)__popc(s.flag[b][kV / 32 - 1] >> (32 - kPer)));
