@@ -49,10 +49,12 @@ inline unsigned grid_for(size_t n, int block = kBlock)
 /* The small-node stage: the subtree of each of the nroots small roots (D axes, leaves of at
  * most leaf points) into the scratch slots sub/subb[2 * begin ...] in construction order, its
  * node count to cnt[r], the deepest level to *depth, the root's points put in tree order in
- * perm. x: the coordinates in tree order (doubles, n rows of D). */
-grove_status small_stage(grove_ctx *ctx, int D, const BNode *nodes, const SmallRoot *roots,
-                         uint32_t nroots, int leaf, const double *x, uint64_t *perm, BNode *sub,
-                         double *subb, uint32_t *cnt, unsigned long long *depth, cudaStream_t s);
+ * perm. x: the coordinates in tree order, one array of n per axis (x[d * n + i]), doubles if
+ * f64, else floats. */
+grove_status small_stage(grove_ctx *ctx, int D, bool f64, const BNode *nodes,
+                         const SmallRoot *roots, uint32_t nroots, int leaf, const void *x, size_t n,
+                         uint64_t *perm, BNode *sub, double *subb, uint32_t *cnt,
+                         unsigned long long *depth, cudaStream_t s);
 
 /* The output stage's numbering: small_of[id] = 1 + the small-root number of large-stage node
  * id, else 0 (small_of zeroed by the caller); size[id] its subtree's node count and pre[id] its

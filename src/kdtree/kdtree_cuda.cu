@@ -3,21 +3,22 @@
  * giving the same tree byte for byte. This file runs the build and its large-node stage;
  * kdtree_small_cuda.cu has the small-node and output stages' kernels.
  *
- *   large nodes  one pass per level over the level's active nodes (more than 64 points):
- *                  boxes    tiles of kTile points, each a slice of one node; a block reduces
- *                           its slice and merges into the node's box with 64-bit atomic min
- *                           and max on an order-preserving encoding of the doubles (exact, so
- *                           the order of the merges does not matter);
- *                  decide   one thread per node, large_decide() of kdtree_cpu.c;
- *                  flags    per point x[axis] < split (1 outside the active nodes), counting
- *                           each node's left side;
- *                  split    the prim module's segmented split of the tree order over the whole
- *                           array: a head flag at the first point of every node of the current
- *                           frontier, so points never leave their node and the inactive nodes
- *                           stay put; its destinations move the coordinate rows the same way;
+ *   large nodes  per level over the level's active nodes (more than 64 points), the points
+ *                kept in the input's type, one array per axis (the decisions compare exact
+ *                values, which a float converted to double keeps):
+ *                  decide   one thread per node, large_decide() of kdtree_cpu.c, on the box
+ *                           the previous level's move merged (the root's: one min/max pass);
+ *                  count    a warp per tile of kTile points of one node counts the points with
+ *                           x[axis] < split (one axis read);
  *                  children one thread per node; scans of the kinds of child compact the next
- *                           level's active list and the small roots. The host reads three
- *                           counts per level.
+ *                           level's active list and the small roots;
+ *                  move     a warp per tile: the destinations from a scan of the tile counts
+ *                           and ballots (a stable partition inside every node), rows and tree
+ *                           order moved together; points of next level's nodes go to the next
+ *                           level's arrays, their boxes merged with 64-bit atomic min and max
+ *                           on an order-preserving encoding of the doubles (exact in any
+ *                           order); points of small roots and leaves go once to final arrays
+ *                           that no later level touches. The host reads three counts per level.
  *   small nodes  one warp per small root (at most 64 points): small_build() of kdtree_cpu.c
  *                with its scratch in shared memory and each node's plane search spread over
  *                the lanes, writing the subtree in construction order to scratch slots of its
@@ -33,8 +34,9 @@
  *
  * The same build serves grove_kdtree_build() (input uploaded, the finished arrays downloaded
  * into the tree's host arrays) and grove_kdtree_build_device() (input read where the caller
- * keeps it, the finished arrays handed to the tree as its device arrays). Also here: the
- * device-side finiteness check, download, upload and freeing of a tree's device arrays.
+ * keeps it, the finished arrays handed to the tree as its device arrays). The device-side
+ * finiteness check, download, upload and freeing of a tree's device arrays are in
+ * kdtree_build_dev_cuda.cu.
  */
 #include <cuda_runtime.h>
 
@@ -56,7 +58,7 @@ namespace
 using namespace grove_kd;
 
 const int kMaxD = GROVE_KDTREE_MAX_DIMS;
-const int kTile = 4096; /* points per box or flag tile */
+const int kTile = 256; /* points per tile, a warp's in the count and move passes */
 
 /* ---- the double arithmetic of kdtree_cpu.c, one rounding per operation ---- */
 
@@ -79,14 +81,18 @@ __device__ __forceinline__ double ord_dec(unsigned long long k)
 
 /* ---- input ---- */
 
-/* The points as doubles, -0 as +0 (kdtree.c checked that they are finite). */
+/* The points in their own type, one array per axis (x[d * n + i]), -0 as +0 (kdtree.c checked
+ * that they are finite). Every decision compares exact values, which converting a float to
+ * double on load keeps, so the large stage moves half the bytes of double rows for float input,
+ * and a pass that needs one axis reads only that axis. */
 template <typename T>
-__global__ void to_double_kernel(const T *__restrict__ in, size_t count, double *__restrict__ x)
+__global__ void to_soa_kernel(const T *__restrict__ in, size_t n, int D, T *__restrict__ x)
 {
+    const size_t count = n * (size_t)D;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
          i += (size_t)gridDim.x * blockDim.x) {
-        double v = (double)in[i];
-        x[i] = v == 0.0 ? 0.0 : v;
+        T v = in[i];
+        x[(i % (size_t)D) * n + i / (size_t)D] = v == (T)0 ? (T)0 : v;
     }
 }
 
@@ -99,9 +105,10 @@ __global__ void iota_kernel(uint64_t *__restrict__ p, size_t n)
 
 /* ---- large-node stage ---- */
 
-/* Per active node: its number of tiles, and the box and left count reset. */
+/* Per active node: its number of tiles and left count reset; at level 0 the root's box reset
+ * too (later levels' boxes are reset by compact_kernel and merged by move_kernel). */
 __global__ void tiles_kernel(const BNode *__restrict__ nodes, const uint64_t *__restrict__ act,
-                             uint32_t nact, int D, uint32_t *__restrict__ ntiles,
+                             uint32_t nact, int D, int reset_box, uint32_t *__restrict__ ntiles,
                              unsigned long long *__restrict__ boxk,
                              unsigned long long *__restrict__ nleft)
 {
@@ -109,10 +116,11 @@ __global__ void tiles_kernel(const BNode *__restrict__ nodes, const uint64_t *__
     if (j >= nact) return;
     const BNode &nd = nodes[act[j]];
     ntiles[j] = (uint32_t)((nd.end - nd.begin + kTile - 1) / kTile);
-    for (int d = 0; d < D; d++) {
-        boxk[(size_t)j * 2 * D + d] = ~0ull;
-        boxk[(size_t)j * 2 * D + D + d] = 0ull;
-    }
+    if (reset_box)
+        for (int d = 0; d < D; d++) {
+            boxk[(size_t)j * 2 * D + d] = ~0ull;
+            boxk[(size_t)j * 2 * D + D + d] = 0ull;
+        }
     nleft[j] = 0;
 }
 
@@ -130,46 +138,38 @@ __device__ __forceinline__ uint32_t tile_node(const uint32_t *tstart, uint32_t n
     return lo;
 }
 
-/* Each block takes tiles t = blockIdx.x, blockIdx.x + gridDim.x, ... of the level's active
- * nodes and merges the box of its slice into the node's box. D is a template parameter so that
- * the running minima and maxima stay in registers (with a run-time D they lived in local
- * memory, and this kernel took 4x its bytes' time). */
-template <int D>
+/* The root's box: a grid-stride min/max over all points, merged per warp into boxk[0..2D) with
+ * 64-bit atomic min and max on an order-preserving encoding of the doubles (exact, so the order
+ * of the merges does not matter). D is a template parameter so that the running minima and
+ * maxima stay in registers (with a run-time D they lived in local memory, and the pass took 4x
+ * its bytes' time). The children's boxes are merged while their points move (move_kernel). */
+template <typename T, int D>
 __global__ void __launch_bounds__(kBlock)
-    box_kernel(const BNode *__restrict__ nodes, const uint64_t *__restrict__ act, uint32_t nact,
-               const uint32_t *__restrict__ tstart, const double *__restrict__ x,
-               unsigned long long *__restrict__ boxk)
+    root_box_kernel(const T *__restrict__ x, size_t n, unsigned long long *__restrict__ boxk)
 {
-    const uint32_t T = tstart[nact - 1];
-    for (uint32_t t = blockIdx.x; t < T; t += gridDim.x) {
-        uint32_t j = tile_node(tstart, nact, t);
-        uint32_t first = j ? tstart[j - 1] : 0;
-        const BNode &nd = nodes[act[j]];
-        uint64_t a = nd.begin + (uint64_t)(t - first) * kTile;
-        uint64_t e = a + kTile < nd.end ? a + kTile : nd.end;
-        double mn[D], mx[D];
+    double mn[D], mx[D];
+#pragma unroll
+    for (int d = 0; d < D; d++) {
+        mn[d] = INFINITY;
+        mx[d] = -INFINITY;
+    }
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
 #pragma unroll
         for (int d = 0; d < D; d++) {
-            mn[d] = INFINITY;
-            mx[d] = -INFINITY;
+            double v = (double)x[d * n + i];
+            mn[d] = fmin(mn[d], v);
+            mx[d] = fmax(mx[d], v);
         }
-        for (uint64_t i = a + threadIdx.x; i < e; i += kBlock)
 #pragma unroll
-            for (int d = 0; d < D; d++) {
-                double v = x[i * D + d];
-                mn[d] = fmin(mn[d], v);
-                mx[d] = fmax(mx[d], v);
-            }
-#pragma unroll
-        for (int d = 0; d < D; d++) {
-            for (int o = 16; o > 0; o /= 2) {
-                mn[d] = fmin(mn[d], __shfl_xor_sync(0xffffffffu, mn[d], o));
-                mx[d] = fmax(mx[d], __shfl_xor_sync(0xffffffffu, mx[d], o));
-            }
-            if ((threadIdx.x & 31) == 0) {
-                if (mn[d] != INFINITY) atomicMin(&boxk[(size_t)j * 2 * D + d], ord_enc(mn[d]));
-                if (mx[d] != -INFINITY) atomicMax(&boxk[(size_t)j * 2 * D + D + d], ord_enc(mx[d]));
-            }
+    for (int d = 0; d < D; d++) {
+        for (int o = 16; o > 0; o /= 2) {
+            mn[d] = fmin(mn[d], __shfl_xor_sync(0xffffffffu, mn[d], o));
+            mx[d] = fmax(mx[d], __shfl_xor_sync(0xffffffffu, mx[d], o));
+        }
+        if ((threadIdx.x & 31) == 0) {
+            if (mn[d] != INFINITY) atomicMin(&boxk[d], ord_enc(mn[d]));
+            if (mx[d] != -INFINITY) atomicMax(&boxk[D + d], ord_enc(mx[d]));
         }
     }
 }
@@ -250,91 +250,214 @@ __global__ void decide_kernel(BNode *__restrict__ nodes, const uint64_t *__restr
     side[j] = sd;
 }
 
-/* Per point of an active node: flag = x[axis] < split (the left side; a leaf's points keep
- * flag 1, so its segment stays as it is), and the node's left count. The flags outside the
- * active nodes were set to 1 beforehand. */
-__global__ void __launch_bounds__(kBlock)
-    flags_kernel(const BNode *__restrict__ nodes, const uint64_t *__restrict__ act, uint32_t nact,
-                 const uint32_t *__restrict__ tstart, const double *__restrict__ x, int D,
-                 uint8_t *__restrict__ flags, unsigned long long *__restrict__ nleft)
+/* The active node of every tile of the level (tstart: the inclusive scan of the tiles per
+ * node), so that the per-point passes find it with one load instead of a binary search of
+ * dependent loads per tile. */
+__global__ void tile_map_kernel(const uint32_t *__restrict__ tstart, uint32_t nact,
+                                size_t max_tiles, uint32_t *__restrict__ tnode)
 {
-    const uint32_t T = tstart[nact - 1];
-    for (uint32_t t = blockIdx.x; t < T; t += gridDim.x) {
-        uint32_t j = tile_node(tstart, nact, t);
-        uint32_t first = j ? tstart[j - 1] : 0;
+    const uint32_t nt = tstart[nact - 1];
+    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < nt && t < max_tiles;
+         t += (size_t)gridDim.x * blockDim.x)
+        tnode[t] = tile_node(tstart, nact, (uint32_t)t);
+}
+
+/* Per tile of an active node, a warp: how many of its points go left (x[axis] < split,
+ * compared in double as the CPU does), to tcount[t], summed into the node's nleft[j]. A leaf's
+ * tiles count all their points: move_kernel keeps them where they are. Reads one axis only. */
+template <typename T>
+__global__ void __launch_bounds__(kBlock)
+    count_kernel(const BNode *__restrict__ nodes, const uint64_t *__restrict__ act, uint32_t nact,
+                 const uint32_t *__restrict__ tstart, const uint32_t *__restrict__ tnode,
+                 const T *__restrict__ x, size_t n, uint32_t *__restrict__ tcount,
+                 unsigned long long *__restrict__ nleft)
+{
+    const uint32_t nt = tstart[nact - 1];
+    const uint32_t lane = threadIdx.x & 31, nw = gridDim.x * (kBlock / 32);
+    for (uint32_t t = blockIdx.x * (kBlock / 32) + threadIdx.x / 32; t < nt; t += nw) {
+        const uint32_t j = tnode[t];
+        const uint32_t first = j ? tstart[j - 1] : 0;
         const BNode &nd = nodes[act[j]];
-        if (nd.kind == GROVE_KDTREE_LEAF) continue;
+        const uint64_t a = nd.begin + (uint64_t)(t - first) * kTile;
+        const uint64_t e = a + kTile < nd.end ? a + kTile : nd.end;
+        unsigned cnt = 0;
+        if (nd.kind == GROVE_KDTREE_LEAF) {
+            cnt = (unsigned)(e - a);
+        } else {
+            const T *xa = x + (size_t)nd.axis * n;
+            const double split = nd.split;
+            for (uint64_t i = a + lane; i < e; i += 32) cnt += (double)xa[i] < split;
+            cnt = __reduce_add_sync(0xffffffffu, cnt);
+            if (lane == 0 && cnt) atomicAdd(&nleft[j], (unsigned long long)cnt);
+        }
+        if (lane == 0) tcount[t] = cnt;
+    }
+}
+
+/* The stable partition of every active node's range by x[axis] < split, rows and tree order
+ * together, a warp per tile. The points of a child that is next level's active node go to
+ * (xn, pn), its box merged into boxn[brank - 1] (reset by compact_kernel), so that the next
+ * level needs no box pass; those of a final child (a small root) and of a leaf (whose points
+ * stay where they are) go to (xf, pf), which no later level reads or writes, so finished
+ * points are moved once. A tile's destinations: the left points of the node's earlier tiles
+ * (tscan, the inclusive scan of the tile counts, less the node's first tile's exclusive
+ * value), then ballots, chunk by chunk, which keep each side in order. */
+template <typename T, int D>
+__global__ void __launch_bounds__(kBlock)
+    move_kernel(const BNode *__restrict__ nodes, const uint64_t *__restrict__ act, uint32_t nact,
+                const uint32_t *__restrict__ tstart, const uint32_t *__restrict__ tnode,
+                const uint32_t *__restrict__ tcount, const uint32_t *__restrict__ tscan,
+                const unsigned long long *__restrict__ nleft, const uint32_t *__restrict__ big,
+                const uint32_t *__restrict__ brank, const T *__restrict__ x,
+                const uint64_t *__restrict__ perm, size_t n, T *__restrict__ xn,
+                uint64_t *__restrict__ pn, T *__restrict__ xf, uint64_t *__restrict__ pf,
+                unsigned long long *__restrict__ boxn)
+{
+    const uint32_t nt = tstart[nact - 1];
+    const uint32_t lane = threadIdx.x & 31, nw = gridDim.x * (kBlock / 32);
+    for (uint32_t t = blockIdx.x * (kBlock / 32) + threadIdx.x / 32; t < nt; t += nw) {
+        const uint32_t j = tnode[t];
+        const uint32_t first = j ? tstart[j - 1] : 0;
+        const BNode nd = nodes[act[j]];
+        const bool leaf = nd.kind == GROVE_KDTREE_LEAF;
+        const uint64_t a = nd.begin + (uint64_t)(t - first) * kTile;
+        const uint64_t e = a + kTile < nd.end ? a + kTile : nd.end;
+        const uint64_t nl = leaf ? nd.end - nd.begin : (uint64_t)nleft[j];
+        const bool big0 = !leaf && big[2 * j], big1 = !leaf && big[2 * j + 1];
         const int axis = nd.axis;
         const double split = nd.split;
-        uint64_t a = nd.begin + (uint64_t)(t - first) * kTile;
-        uint64_t e = a + kTile < nd.end ? a + kTile : nd.end;
-        unsigned cnt = 0;
-        for (uint64_t i0 = a; i0 < e; i0 += kBlock) {
-            uint64_t i = i0 + threadIdx.x;
-            bool f = i < e && x[i * D + axis] < split;
-            if (i < e) flags[i] = f;
-            cnt += __popc(__ballot_sync(0xffffffffu, f));
+        /* left points of the node's earlier tiles (u32 sums wrap alike, and the difference is
+         * below 2^32) */
+        const uint64_t base_l =
+            (uint32_t)((tscan[t] - tcount[t]) - (tscan[first] - tcount[first]));
+        const uint64_t base_r = (a - nd.begin) - base_l;
+        double lmn[D], lmx[D], rmn[D], rmx[D];
+#pragma unroll
+        for (int d = 0; d < D; d++) {
+            lmn[d] = rmn[d] = INFINITY;
+            lmx[d] = rmx[d] = -INFINITY;
         }
-        if ((threadIdx.x & 31) == 0 && cnt) atomicAdd(&nleft[j], (unsigned long long)cnt);
-    }
-}
-
-/* Moves the coordinate rows to where the segmented split sent the tree order (a row's loads
- * all in flight before its stores). */
-template <int D>
-__global__ void move_rows_kernel(const double *__restrict__ x, const uint32_t *__restrict__ dest,
-                                 size_t n, double *__restrict__ out)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        size_t o = dest[i];
-        double r[D];
+        uint64_t lcnt = 0; /* left points of this tile before the chunk */
+        for (uint64_t c = a; c < e; c += 32) {
+            const uint64_t i = c + lane;
+            const bool valid = i < e;
+            T r[D];
+            uint64_t pi = 0;
+            bool f = false;
+            if (valid) {
 #pragma unroll
-        for (int d = 0; d < D; d++) r[d] = x[i * D + d];
+                for (int d = 0; d < D; d++) r[d] = x[d * n + i];
+                pi = perm[i];
+                if (leaf) {
+                    f = true;
+                } else {
+                    double v = 0.0;
 #pragma unroll
-        for (int d = 0; d < D; d++) out[o * D + d] = r[d];
+                    for (int d = 0; d < D; d++)
+                        if (d == axis) v = (double)r[d];
+                    f = v < split;
+                }
+            }
+            const unsigned bal = __ballot_sync(0xffffffffu, f);
+            if (valid) {
+                const uint64_t rl = lcnt + (unsigned)__popc(bal & ((1u << lane) - 1u));
+                const uint64_t dst =
+                    f ? nd.begin + base_l + rl : nd.begin + nl + base_r + ((i - a) - rl);
+                const bool bg = f ? big0 : big1;
+                T *xo = bg ? xn : xf;
+                uint64_t *po = bg ? pn : pf;
+#pragma unroll
+                for (int d = 0; d < D; d++) xo[d * n + dst] = r[d];
+                po[dst] = pi;
+                if (bg) {
+#pragma unroll
+                    for (int d = 0; d < D; d++) {
+                        const double v = (double)r[d];
+                        if (f) {
+                            lmn[d] = fmin(lmn[d], v);
+                            lmx[d] = fmax(lmx[d], v);
+                        } else {
+                            rmn[d] = fmin(rmn[d], v);
+                            rmx[d] = fmax(rmx[d], v);
+                        }
+                    }
+                }
+            }
+            lcnt += (unsigned)__popc(bal);
+        }
+        if (big0 || big1) {
+#pragma unroll
+            for (int d = 0; d < D; d++) {
+                for (int o = 16; o > 0; o /= 2) {
+                    lmn[d] = fmin(lmn[d], __shfl_xor_sync(0xffffffffu, lmn[d], o));
+                    lmx[d] = fmax(lmx[d], __shfl_xor_sync(0xffffffffu, lmx[d], o));
+                    rmn[d] = fmin(rmn[d], __shfl_xor_sync(0xffffffffu, rmn[d], o));
+                    rmx[d] = fmax(rmx[d], __shfl_xor_sync(0xffffffffu, rmx[d], o));
+                }
+                /* lanes d, D + d, 2D + d, 3D + d merge one value each */
+                unsigned long long *bl = big0 ? boxn + (size_t)(brank[2 * j] - 1) * 2 * D : boxn;
+                unsigned long long *br =
+                    big1 ? boxn + (size_t)(brank[2 * j + 1] - 1) * 2 * D : boxn;
+                if (big0 && lane == (unsigned)d && lmn[d] != INFINITY)
+                    atomicMin(bl + d, ord_enc(lmn[d]));
+                if (big0 && lane == (unsigned)(D + d) && lmx[d] != -INFINITY)
+                    atomicMax(bl + D + d, ord_enc(lmx[d]));
+                if (big1 && lane == (unsigned)(2 * D + d) && rmn[d] != INFINITY)
+                    atomicMin(br + d, ord_enc(rmn[d]));
+                if (big1 && lane == (unsigned)(3 * D + d) && rmx[d] != -INFINITY)
+                    atomicMax(br + D + d, ord_enc(rmx[d]));
+            }
+        }
     }
 }
 
-/* The two per-point passes of a level for D axes: the boxes, and (after the split) the row
- * move. */
-template <int D>
-void level_passes(bool move, unsigned pg, const BNode *nodes, const uint64_t *act, uint32_t nact,
-                  const uint32_t *ntiles, const double *x, unsigned long long *boxk,
-                  const uint32_t *dest, size_t n, double *x2, cudaStream_t s)
-{
-    if (move)
-        move_rows_kernel<D><<<grid_for(n), kBlock, 0, s>>>(x, dest, n, x2);
-    else
-        box_kernel<D><<<pg, kBlock, 0, s>>>(nodes, act, nact, ntiles, x, boxk);
-}
-
-/* level_passes() for a run-time D (1..8); the caller checks the launch. */
-void level_pass(int D, bool move, unsigned pg, const BNode *nodes, const uint64_t *act,
-                uint32_t nact, const uint32_t *ntiles, const double *x, unsigned long long *boxk,
-                const uint32_t *dest, size_t n, double *x2, cudaStream_t s)
-{
-    switch (D) {
-    case 1: level_passes<1>(move, pg, nodes, act, nact, ntiles, x, boxk, dest, n, x2, s); break;
-    case 2: level_passes<2>(move, pg, nodes, act, nact, ntiles, x, boxk, dest, n, x2, s); break;
-    case 3: level_passes<3>(move, pg, nodes, act, nact, ntiles, x, boxk, dest, n, x2, s); break;
-    case 4: level_passes<4>(move, pg, nodes, act, nact, ntiles, x, boxk, dest, n, x2, s); break;
-    case 5: level_passes<5>(move, pg, nodes, act, nact, ntiles, x, boxk, dest, n, x2, s); break;
-    case 6: level_passes<6>(move, pg, nodes, act, nact, ntiles, x, boxk, dest, n, x2, s); break;
-    case 7: level_passes<7>(move, pg, nodes, act, nact, ntiles, x, boxk, dest, n, x2, s); break;
-    default: level_passes<8>(move, pg, nodes, act, nact, ntiles, x, boxk, dest, n, x2, s); break;
+#define KD_SWITCH_D(D, M)                                                                          \
+    switch (D) {                                                                                   \
+    case 1: M(1); break;                                                                           \
+    case 2: M(2); break;                                                                           \
+    case 3: M(3); break;                                                                           \
+    case 4: M(4); break;                                                                           \
+    case 5: M(5); break;                                                                           \
+    case 6: M(6); break;                                                                           \
+    case 7: M(7); break;                                                                           \
+    default: M(8); break;                                                                          \
     }
+
+/* The per-point passes of a level for the coordinate type T and a run-time D (1..8); the
+ * caller checks the launches. */
+template <typename T>
+void box_pass(int D, unsigned pg, const void *x, size_t n, unsigned long long *boxk,
+              cudaStream_t s)
+{
+#define KD_BOX(DV) root_box_kernel<T, DV><<<pg, kBlock, 0, s>>>((const T *)x, n, boxk)
+    KD_SWITCH_D(D, KD_BOX)
+#undef KD_BOX
 }
 
-/* One thread per active node: its two children (construction ids base + 2 * rank), the head
- * flag at the split point, and what each child becomes: next level's active node (big),
- * small root, or an empty leaf. */
+template <typename T>
+void move_pass(int D, unsigned pg, const BNode *nodes, const uint64_t *act, uint32_t nact,
+               const uint32_t *tstart, const uint32_t *tnode, const uint32_t *tcount,
+               const uint32_t *tscan, const unsigned long long *nleft,
+               const uint32_t *big, const uint32_t *brank, const void *x, const uint64_t *perm,
+               size_t n, void *xn, uint64_t *pn, void *xf, uint64_t *pf,
+               unsigned long long *boxn, cudaStream_t s)
+{
+#define KD_MOVE(DV)                                                                                \
+    move_kernel<T, DV><<<pg, kBlock, 0, s>>>(nodes, act, nact, tstart, tnode, tcount, tscan,      \
+                                             nleft, big, brank, (const T *)x, perm, n, (T *)xn,   \
+                                             pn, (T *)xf, pf, boxn)
+    KD_SWITCH_D(D, KD_MOVE)
+#undef KD_MOVE
+}
+
+/* One thread per active node: its two children (construction ids base + 2 * rank) and what
+ * each becomes: next level's active node (big), small root, or an empty leaf. */
 __global__ void children_kernel(
     BNode *__restrict__ nodes, const uint64_t *__restrict__ act, uint32_t nact, int D,
     uint64_t base, const uint32_t *__restrict__ split_flag, const uint32_t *__restrict__ srank,
     const unsigned long long *__restrict__ nleft, const int32_t *__restrict__ side,
-    const double *__restrict__ cell, double *__restrict__ bounds, uint8_t *__restrict__ heads,
-    uint32_t *__restrict__ big, uint32_t *__restrict__ small, double *__restrict__ ccell)
+    const double *__restrict__ cell, double *__restrict__ bounds, uint32_t *__restrict__ big,
+    uint32_t *__restrict__ small, double *__restrict__ ccell)
 {
     uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= nact) return;
@@ -358,7 +481,6 @@ __global__ void children_kernel(
     nodes[c + 1] = ch;
     nodes[id].left = c;
     nodes[id].right = c + 1;
-    if (nl > 0 && nd.begin + nl < nd.end) heads[nd.begin + nl] = 1;
     for (int s = 0; s < 2; s++) {
         uint64_t cnt = s ? nd.end - nd.begin - nl : nl, cid = c + s;
         if (cnt == 0) {
@@ -389,14 +511,16 @@ __global__ void children_kernel(
     }
 }
 
-/* Compacts the children into the next active list and the small roots (inclusive ranks). */
+/* Compacts the children into the next active list (its boxes reset for move_kernel's merges)
+ * and the small roots (inclusive ranks). */
 __global__ void
 compact_kernel(uint32_t nact, int D, uint64_t base, const uint32_t *__restrict__ split_flag,
                const uint32_t *__restrict__ srank, const uint32_t *__restrict__ big,
                const uint32_t *__restrict__ brank, const uint32_t *__restrict__ small,
                const uint32_t *__restrict__ smrank, const double *__restrict__ ccell,
                uint64_t *__restrict__ act_next, double *__restrict__ cell_next,
-               SmallRoot *__restrict__ roots, uint32_t level)
+               unsigned long long *__restrict__ box_next, SmallRoot *__restrict__ roots,
+               uint32_t level)
 {
     uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= 2 * nact) return;
@@ -406,8 +530,10 @@ compact_kernel(uint32_t nact, int D, uint64_t base, const uint32_t *__restrict__
     if (big[k]) {
         uint32_t p = brank[k] - 1;
         act_next[p] = cid;
-        for (int q = 0; q < 2 * D; q++)
+        for (int q = 0; q < 2 * D; q++) {
             cell_next[(size_t)p * 2 * D + q] = ccell[(size_t)k * 2 * D + q];
+            box_next[(size_t)p * 2 * D + q] = q < D ? ~0ull : 0ull;
+        }
     } else if (small[k]) {
         SmallRoot r;
         r.id = cid;
@@ -525,38 +651,43 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
     const size_t n = t->n;
     const int D = t->dims;
     const size_t cs = 2 * (size_t)D;
-    const size_t es = grove__kd_coord_size(t->type) * (size_t)D;
+    const size_t ts = grove__kd_coord_size(t->type), es = ts * (size_t)D;
+    const bool f64 = t->type == GROVE_COORD_F64;
     cudaStream_t s = (cudaStream_t)ctx->stream;
-    void *d_in = NULL, *temp = NULL, *ptmp = NULL;
-    double *x = NULL, *x2 = NULL, *bounds = NULL, *cell = NULL, *cell2 = NULL, *ccell = NULL;
-    uint64_t *perm = NULL, *perm2 = NULL, *act = NULL, *act2 = NULL;
-    uint8_t *flags = NULL, *heads = NULL;
-    uint32_t *dest = NULL, *ntiles = NULL, *split_flag = NULL, *srank = NULL, *big = NULL,
-             *brank = NULL, *smf = NULL, *smrank = NULL;
+    void *d_in = NULL, *temp = NULL;
+    /* coordinates in the input's type, one array per axis: x this level's, x2 the next's, xf
+     * the points of finished nodes (the same positions) */
+    void *x = NULL, *x2 = NULL, *xf = NULL;
+    double *bounds = NULL, *cell = NULL, *cell2 = NULL, *ccell = NULL;
+    uint64_t *perm = NULL, *perm2 = NULL, *pf = NULL, *act = NULL, *act2 = NULL;
+    uint32_t *ntiles = NULL, *tnode = NULL, *tcount = NULL, *tscan = NULL, *split_flag = NULL,
+             *srank = NULL, *big = NULL, *brank = NULL, *smf = NULL, *smrank = NULL;
     int32_t *side = NULL;
-    unsigned long long *boxk = NULL, *nleft = NULL, *d_depth = NULL;
+    unsigned long long *boxk = NULL, *boxk2 = NULL, *nleft = NULL, *d_depth = NULL;
     BNode *nodes = NULL;
     SmallRoot *roots = NULL;
-    size_t temp_cap = 0, ptmp_cap = 0, nodes_cap = 0, bounds_cap = 0, roots_cap = 0;
+    size_t temp_cap = 0, nodes_cap = 0, bounds_cap = 0, roots_cap = 0;
     uint64_t num = 1, nact = 0, nroots = 0;
     std::vector<uint64_t> levels; /* construction ids of level L: [levels[L], levels[L + 1]) */
     size_t nlevels = 0;
     unsigned long long depth = 0;
     grove_status st = GROVE_OK;
 
-    /* the input: points as doubles, tree order 0..n-1 */
+    /* the input: one array per axis, tree order 0..n-1 */
     if (dev_in) {
         d_in = (void *)pts->data; /* only read */
     } else {
         GROVE_TRY(b.alloc(&d_in, n * es, "the k-d tree input points"));
         GROVE_TRY(grove__cuda_h2d(ctx, d_in, pts->data, n * es, s));
     }
-    GROVE_TRY(b.alloc((void **)&x, n * D * sizeof(double), "the k-d tree coordinates"));
+    GROVE_TRY(b.alloc(&x, n * es, "the k-d tree coordinates"));
     GROVE_TRY(b.alloc((void **)&perm, n * sizeof(uint64_t), "the k-d tree point order"));
-    if (t->type == GROVE_COORD_F64)
-        to_double_kernel<double><<<grid_for(n * D), kBlock, 0, s>>>((const double *)d_in, n * D, x);
+    if (f64)
+        to_soa_kernel<double>
+            <<<grid_for(n * D), kBlock, 0, s>>>((const double *)d_in, n, D, (double *)x);
     else
-        to_double_kernel<float><<<grid_for(n * D), kBlock, 0, s>>>((const float *)d_in, n * D, x);
+        to_soa_kernel<float>
+            <<<grid_for(n * D), kBlock, 0, s>>>((const float *)d_in, n, D, (float *)x);
     KD_LAUNCHED("k-d tree input conversion kernel");
     iota_kernel<<<grid_for(n), kBlock, 0, s>>>(perm, n);
     KD_LAUNCHED("k-d tree order kernel");
@@ -595,20 +726,28 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
         GROVE_TRY(b.grow((void **)&roots, &roots_cap, sizeof r, 0, "the small roots"));
         GROVE_TRY(grove__cuda_h2d(ctx, roots, &r, sizeof r, s));
         nroots = 1;
+        xf = x;
+        pf = perm;
     } else {
         /* the large-node stage */
         const size_t max_act = n / (kSmall + 1) + 1;
-        GROVE_TRY(b.alloc((void **)&x2, n * D * sizeof(double), "the k-d tree coordinates"));
+        const size_t max_tiles = n / kTile + max_act + 1;
+        GROVE_TRY(b.alloc(&x2, n * es, "the k-d tree coordinates"));
+        GROVE_TRY(b.alloc(&xf, n * es, "the k-d tree coordinates"));
         GROVE_TRY(b.alloc((void **)&perm2, n * sizeof(uint64_t), "the k-d tree point order"));
-        GROVE_TRY(b.alloc((void **)&flags, n, "the k-d tree split flags"));
-        GROVE_TRY(b.alloc((void **)&heads, n, "the k-d tree node heads"));
-        GROVE_TRY(b.alloc((void **)&dest, n * sizeof(uint32_t), "the k-d tree moves"));
+        GROVE_TRY(b.alloc((void **)&pf, n * sizeof(uint64_t), "the k-d tree point order"));
+        GROVE_TRY(b.alloc((void **)&tnode, max_tiles * 4, "the k-d tree tiles"));
+        GROVE_TRY(b.alloc((void **)&tcount, max_tiles * 4, "the k-d tree tile counts"));
+        GROVE_TRY(b.alloc((void **)&tscan, max_tiles * 4, "the k-d tree tile counts"));
+        /* the scans below run over max_tiles entries; those past a level's tiles are unused */
+        GROVE_CUDA_TRY(ctx, cudaMemsetAsync(tcount, 0, max_tiles * 4, s), "k-d tree tile counts");
         GROVE_TRY(b.alloc((void **)&act, max_act * 8, "the k-d tree active nodes"));
         GROVE_TRY(b.alloc((void **)&act2, max_act * 8, "the k-d tree active nodes"));
         GROVE_TRY(b.alloc((void **)&cell, max_act * cs * 8, "the k-d tree cells"));
         GROVE_TRY(b.alloc((void **)&cell2, max_act * cs * 8, "the k-d tree cells"));
         GROVE_TRY(b.alloc((void **)&ccell, 2 * max_act * cs * 8, "the k-d tree cells"));
         GROVE_TRY(b.alloc((void **)&boxk, max_act * cs * 8, "the k-d tree boxes"));
+        GROVE_TRY(b.alloc((void **)&boxk2, max_act * cs * 8, "the k-d tree boxes"));
         GROVE_TRY(b.alloc((void **)&nleft, max_act * 8, "the k-d tree left counts"));
         GROVE_TRY(b.alloc((void **)&side, max_act * 4, "the k-d tree cut sides"));
         GROVE_TRY(b.alloc((void **)&ntiles, max_act * 4, "the k-d tree tiles"));
@@ -618,8 +757,6 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
         GROVE_TRY(b.alloc((void **)&brank, 2 * max_act * 4, "the k-d tree children"));
         GROVE_TRY(b.alloc((void **)&smf, 2 * max_act * 4, "the k-d tree children"));
         GROVE_TRY(b.alloc((void **)&smrank, 2 * max_act * 4, "the k-d tree children"));
-        GROVE_CUDA_TRY(ctx, cudaMemsetAsync(heads, 0, n, s), "k-d tree heads");
-        GROVE_CUDA_TRY(ctx, cudaMemsetAsync(heads, 1, 1, s), "k-d tree heads");
         {
             const uint64_t zero = 0;
             GROVE_TRY(grove__cuda_h2d(ctx, act, &zero, sizeof zero, s));
@@ -635,68 +772,80 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
             for (uint32_t level = 0; nact > 0; level++) {
                 const unsigned ga = grid_for(nact), g2 = grid_for(2 * nact);
                 uint32_t host[3];
-                size_t need = 0;
                 GROVE_TRY(b.grow((void **)&nodes, &nodes_cap, (num + 2 * nact) * sizeof(BNode), 1,
                                  "the k-d tree nodes"));
                 GROVE_TRY(b.grow((void **)&bounds, &bounds_cap,
                                  (num + 2 * nact) * cs * sizeof(double), 1, "the k-d tree boxes"));
                 GROVE_TRY(b.grow((void **)&roots, &roots_cap,
                                  (nroots + 2 * nact) * sizeof(SmallRoot), 1, "the small roots"));
-                tiles_kernel<<<ga, kBlock, 0, s>>>(nodes, act, (uint32_t)nact, D, ntiles, boxk,
-                                                   nleft);
+                tiles_kernel<<<ga, kBlock, 0, s>>>(nodes, act, (uint32_t)nact, D, level == 0,
+                                                   ntiles, boxk, nleft);
                 KD_LAUNCHED("k-d tree tiles kernel");
                 GROVE_TRY(scan_u32(ctx, b, &temp, &temp_cap, ntiles, ntiles, nact, s));
-                level_pass(D, false, pg, nodes, act, (uint32_t)nact, ntiles, x, boxk, NULL, n,
-                           NULL, s);
-                KD_LAUNCHED("k-d tree box kernel");
+                tile_map_kernel<<<grid_for(max_tiles), kBlock, 0, s>>>(ntiles, (uint32_t)nact,
+                                                                       max_tiles, tnode);
+                KD_LAUNCHED("k-d tree tile map kernel");
                 if (level == 0) {
+                    if (f64)
+                        box_pass<double>(D, pg, x, n, boxk, s);
+                    else
+                        box_pass<float>(D, pg, x, n, boxk, s);
+                    KD_LAUNCHED("k-d tree box kernel");
                     root_cell_kernel<<<1, 32, 0, s>>>(boxk, D, cell);
                     KD_LAUNCHED("k-d tree root cell kernel");
                 }
                 decide_kernel<<<ga, kBlock, 0, s>>>(nodes, act, (uint32_t)nact, D, boxk, cell,
                                                     bounds, split_flag, side);
                 KD_LAUNCHED("k-d tree decide kernel");
-                GROVE_CUDA_TRY(ctx, cudaMemsetAsync(flags, 1, n, s), "k-d tree flags");
-                flags_kernel<<<pg, kBlock, 0, s>>>(nodes, act, (uint32_t)nact, ntiles, x, D, flags,
-                                                   nleft);
-                KD_LAUNCHED("k-d tree flags kernel");
-                GROVE_TRY(grove__cuda_segsplit(ctx, NULL, &need, 8, perm, flags, heads, perm2, dest,
-                                               n, s));
-                GROVE_TRY(b.grow(&ptmp, &ptmp_cap, need, 0, "k-d tree split storage"));
-                GROVE_TRY(grove__cuda_segsplit(ctx, ptmp, &need, 8, perm, flags, heads, perm2, dest,
-                                               n, s));
-                level_pass(D, true, pg, NULL, NULL, 0, NULL, x, NULL, dest, n, x2, s);
-                KD_LAUNCHED("k-d tree row move kernel");
-                {
-                    double *tx = x;
-                    uint64_t *tp = perm;
-                    x = x2;
-                    x2 = tx;
-                    perm = perm2;
-                    perm2 = tp;
-                }
+                if (f64)
+                    count_kernel<double><<<pg, kBlock, 0, s>>>(nodes, act, (uint32_t)nact, ntiles,
+                                                               tnode, (const double *)x, n, tcount,
+                                                               nleft);
+                else
+                    count_kernel<float><<<pg, kBlock, 0, s>>>(nodes, act, (uint32_t)nact, ntiles,
+                                                              tnode, (const float *)x, n, tcount,
+                                                              nleft);
+                KD_LAUNCHED("k-d tree count kernel");
+                GROVE_TRY(scan_u32(ctx, b, &temp, &temp_cap, tcount, tscan, max_tiles, s));
                 GROVE_TRY(scan_u32(ctx, b, &temp, &temp_cap, split_flag, srank, nact, s));
                 children_kernel<<<ga, kBlock, 0, s>>>(nodes, act, (uint32_t)nact, D, num,
                                                       split_flag, srank, nleft, side, cell, bounds,
-                                                      heads, big, smf, ccell);
+                                                      big, smf, ccell);
                 KD_LAUNCHED("k-d tree children kernel");
                 GROVE_TRY(scan_u32(ctx, b, &temp, &temp_cap, big, brank, 2 * nact, s));
                 GROVE_TRY(scan_u32(ctx, b, &temp, &temp_cap, smf, smrank, 2 * nact, s));
                 compact_kernel<<<g2, kBlock, 0, s>>>((uint32_t)nact, D, num, split_flag, srank, big,
-                                                     brank, smf, smrank, ccell, act2, cell2,
+                                                     brank, smf, smrank, ccell, act2, cell2, boxk2,
                                                      roots + nroots, level + 1);
                 KD_LAUNCHED("k-d tree compact kernel");
+                if (f64)
+                    move_pass<double>(D, pg, nodes, act, (uint32_t)nact, ntiles, tnode, tcount,
+                                      tscan, nleft, big, brank, x, perm, n, x2, perm2, xf, pf,
+                                      boxk2, s);
+                else
+                    move_pass<float>(D, pg, nodes, act, (uint32_t)nact, ntiles, tnode, tcount,
+                                     tscan, nleft, big, brank, x, perm, n, x2, perm2, xf, pf,
+                                     boxk2, s);
+                KD_LAUNCHED("k-d tree move kernel");
                 GROVE_TRY(grove__cuda_d2h(ctx, &host[0], srank + nact - 1, 4, s));
                 GROVE_TRY(grove__cuda_d2h(ctx, &host[1], brank + 2 * nact - 1, 4, s));
                 GROVE_TRY(grove__cuda_d2h(ctx, &host[2], smrank + 2 * nact - 1, 4, s));
                 GROVE_TRY(grove__cuda_sync(ctx, s, "building the k-d tree"));
                 {
-                    uint64_t *ta = act;
+                    void *tx = x;
+                    uint64_t *tp = perm, *ta = act;
                     double *tc = cell;
+                    unsigned long long *tb = boxk;
+                    x = x2;
+                    x2 = tx;
+                    perm = perm2;
+                    perm2 = tp;
                     act = act2;
                     act2 = ta;
                     cell = cell2;
                     cell2 = tc;
+                    boxk = boxk2;
+                    boxk2 = tb;
                 }
                 num += 2 * (uint64_t)host[0];
                 nroots += host[2];
@@ -726,8 +875,8 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
         GROVE_TRY(
             b.alloc((void **)&subb, 2 * n * cs * sizeof(double), "the k-d tree small node boxes"));
         GROVE_TRY(b.alloc((void **)&cnt, (nroots + 1) * 4, "the k-d tree subtree sizes"));
-        GROVE_TRY(small_stage(ctx, D, nodes, roots, (uint32_t)nroots, t->opts.leaf_size, x, perm,
-                              sub, subb, cnt, d_depth, s));
+        GROVE_TRY(small_stage(ctx, D, f64, nodes, roots, (uint32_t)nroots, t->opts.leaf_size, xf,
+                              n, pf, sub, subb, cnt, d_depth, s));
         /* the output stage */
         GROVE_TRY(b.alloc((void **)&small_of, num * 4, "the k-d tree small root marks"));
         GROVE_TRY(b.alloc((void **)&size, num * 8, "the k-d tree subtree sizes"));
@@ -745,13 +894,14 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
         GROVE_TRY(write_nodes(ctx, nodes, num, D, bounds, small_of, pre, roots, (uint32_t)nroots,
                               sub, subb, cnt, onodes, obounds, s));
         /* the tree's points in the input's type */
-        b.release(x2);
-        x2 = NULL;
+        if (x2) b.release(x2);
+        if (x != xf) b.release(x);
+        x2 = x = NULL;
         {
             unsigned char *opts = NULL;
             GROVE_TRY(b.alloc((void **)&opts, n * es, "the k-d tree points"));
             gather_rows_kernel<<<grid_for(n), kBlock, 0, s>>>((const unsigned char *)d_in, n, es,
-                                                              perm, opts);
+                                                              pf, opts);
             KD_LAUNCHED("k-d tree point gather kernel");
             if (keep) {
                 GROVE_TRY(grove__cuda_d2h(ctx, t->root_box, obounds, cs * sizeof(double), s));
@@ -763,8 +913,8 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
                 t->d_bytes[1] = b.take(obounds);
                 t->d_pts = opts;
                 t->d_bytes[2] = b.take(opts);
-                t->d_index = perm;
-                t->d_bytes[3] = b.take(perm);
+                t->d_index = pf;
+                t->d_bytes[3] = b.take(pf);
                 t->num_nodes = (size_t)total;
                 t->depth = (size_t)depth;
                 return GROVE_OK;
@@ -784,7 +934,7 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
             GROVE_TRY(grove__cuda_d2h(ctx, t->nodes, onodes, total * sizeof *t->nodes, s));
             GROVE_TRY(grove__cuda_d2h(ctx, t->bounds, obounds, total * cs * sizeof *t->bounds, s));
             GROVE_TRY(grove__cuda_d2h(ctx, t->pts, opts, n * es, s));
-            GROVE_TRY(grove__cuda_d2h(ctx, t->index, perm, n * sizeof *t->index, s));
+            GROVE_TRY(grove__cuda_d2h(ctx, t->index, pf, n * sizeof *t->index, s));
             GROVE_TRY(grove__cuda_sync(ctx, s, "downloading the k-d tree"));
         }
         t->num_nodes = (size_t)total;
@@ -837,135 +987,4 @@ extern "C" grove_status grove__kd_build_device_cuda(grove_ctx *ctx, const grove_
                                                     grove_kdtree *t)
 {
     return build_any(ctx, d_pts, t, true, true);
-}
-
-extern "C" void grove__kd_free_device(grove_kdtree *t)
-{
-    void **p[4] = {&t->d_nodes, &t->d_bounds, &t->d_pts, &t->d_index};
-    if (!t->dev_ctx) return;
-    /* the context's device, whichever is current on this thread */
-    if (grove__cuda_use(t->dev_ctx) == GROVE_OK)
-        for (int i = 0; i < 4; i++)
-            if (*p[i]) grove__cuda_free(t->dev_ctx, *p[i], t->d_bytes[i], t->dev_ctx->stream);
-    for (int i = 0; i < 4; i++) {
-        *p[i] = NULL;
-        t->d_bytes[i] = 0;
-    }
-    t->dev_ctx = NULL;
-}
-
-namespace
-{
-
-/* The smallest index of a point with a non-finite coordinate (atomicMin into *bad). */
-template <typename T>
-__global__ void find_bad_kernel(const T *__restrict__ x, size_t count, int D,
-                                unsigned long long *bad)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
-         i += (size_t)gridDim.x * blockDim.x)
-        if (!isfinite((double)x[i])) atomicMin(bad, (unsigned long long)(i / (size_t)D));
-}
-
-} // namespace
-
-extern "C" grove_status grove__kd_find_bad_cuda(grove_ctx *ctx, const grove_coords *d, size_t *bad,
-                                                double row[GROVE_KDTREE_MAX_DIMS])
-{
-    cudaStream_t s = (cudaStream_t)ctx->stream;
-    const size_t count = d->n * (size_t)d->dims;
-    const size_t es = grove__kd_coord_size(d->type);
-    unsigned long long *dbad = NULL, hbad = ~0ull;
-    unsigned char raw[GROVE_KDTREE_MAX_DIMS * sizeof(double)];
-    grove_status st;
-    *bad = SIZE_MAX;
-    if (d->n == 0) return GROVE_OK;
-    GROVE_TRY(grove__cuda_alloc(ctx, (void **)&dbad, sizeof *dbad, ctx->stream, "a check flag"));
-    st = grove__cuda_h2d(ctx, dbad, &hbad, sizeof hbad, s);
-    if (st == GROVE_OK) {
-        const unsigned g = (unsigned)((count + kBlock - 1) / kBlock < 132 * 16
-                                          ? (count + kBlock - 1) / kBlock
-                                          : 132 * 16);
-        if (d->type == GROVE_COORD_F64)
-            find_bad_kernel<double>
-                <<<g, kBlock, 0, s>>>((const double *)d->data, count, d->dims, dbad);
-        else
-            find_bad_kernel<float>
-                <<<g, kBlock, 0, s>>>((const float *)d->data, count, d->dims, dbad);
-        cudaError_t e = cudaGetLastError();
-        if (e != cudaSuccess) st = grove__cuda_status(ctx, (int)e, "k-d tree finiteness check");
-    }
-    if (st == GROVE_OK) st = grove__cuda_d2h(ctx, &hbad, dbad, sizeof hbad, s);
-    if (st == GROVE_OK) st = grove__cuda_sync(ctx, s, "k-d tree finiteness check");
-    if (st == GROVE_OK && hbad != ~0ull) {
-        st = grove__cuda_d2h(ctx, raw, (const unsigned char *)d->data + (size_t)hbad * d->dims * es,
-                             (size_t)d->dims * es, s);
-        if (st == GROVE_OK) st = grove__cuda_sync(ctx, s, "k-d tree finiteness check");
-        if (st == GROVE_OK) {
-            for (int a = 0; a < d->dims; a++)
-                row[a] = grove__kd_coord(raw, d->type, d->dims, 0, a);
-            *bad = (size_t)hbad;
-        }
-    }
-    grove__cuda_free(ctx, dbad, sizeof *dbad, ctx->stream);
-    return st;
-}
-
-extern "C" grove_status grove__kd_download_cuda(grove_ctx *ctx, grove_kdtree *t)
-{
-    cudaStream_t s = (cudaStream_t)ctx->stream;
-    const size_t cs = 2 * (size_t)t->dims, es = grove__kd_coord_size(t->type) * (size_t)t->dims;
-    grove_kdtree_node *nodes = (grove_kdtree_node *)malloc(t->num_nodes * sizeof *nodes);
-    double *bounds = (double *)malloc(t->num_nodes * cs * sizeof *bounds);
-    void *pts = t->n ? malloc(t->n * es) : NULL;
-    uint64_t *index = t->n ? (uint64_t *)malloc(t->n * sizeof *index) : NULL;
-    grove_status st = GROVE_OK;
-    if (!nodes || !bounds || (t->n && (!pts || !index))) {
-        st = grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
-                          "grove_kdtree_download: out of memory for %zu nodes and %zu points",
-                          t->num_nodes, t->n);
-        goto _end;
-    }
-    GROVE_TRY_END(st, grove__cuda_use(ctx));
-    GROVE_TRY_END(st, grove__cuda_d2h(ctx, nodes, t->d_nodes, t->num_nodes * sizeof *nodes, s));
-    GROVE_TRY_END(st, grove__cuda_d2h(ctx, bounds, t->d_bounds, t->num_nodes * cs * 8, s));
-    if (t->n) {
-        GROVE_TRY_END(st, grove__cuda_d2h(ctx, pts, t->d_pts, t->n * es, s));
-        GROVE_TRY_END(st, grove__cuda_d2h(ctx, index, t->d_index, t->n * sizeof *index, s));
-    }
-    GROVE_TRY_END(st, grove__cuda_sync(ctx, s, "downloading the k-d tree"));
-    t->nodes = nodes;
-    t->bounds = bounds;
-    t->pts = pts;
-    t->index = index;
-    return GROVE_OK;
-_end:
-    free(nodes);
-    free(bounds);
-    free(pts);
-    free(index);
-    return st;
-}
-
-extern "C" grove_status grove__kd_upload_cuda(grove_ctx *ctx, grove_kdtree *t)
-{
-    cudaStream_t s = (cudaStream_t)ctx->stream;
-    const size_t cs = 2 * (size_t)t->dims, es = grove__kd_coord_size(t->type) * (size_t)t->dims;
-    const void *src[4] = {t->nodes, t->bounds, t->pts, t->index};
-    const size_t bytes[4] = {t->num_nodes * sizeof(grove_kdtree_node), t->num_nodes * cs * 8,
-                             t->n * es, t->n * sizeof(uint64_t)};
-    void **dst[4] = {&t->d_nodes, &t->d_bounds, &t->d_pts, &t->d_index};
-    grove_status st = grove__cuda_use(ctx);
-    t->dev_ctx = ctx;
-    for (int i = 0; i < 4 && st == GROVE_OK; i++) {
-        if (bytes[i] == 0) continue;
-        st = grove__cuda_alloc(ctx, dst[i], bytes[i], ctx->stream, "the k-d tree (upload)");
-        if (st != GROVE_OK) break;
-        t->d_bytes[i] = bytes[i];
-        st = grove__cuda_h2d(ctx, *dst[i], src[i], bytes[i], s);
-    }
-    if (st == GROVE_OK) st = grove__cuda_sync(ctx, s, "uploading the k-d tree");
-    if (st != GROVE_OK) grove__kd_free_device(t);
-    memcpy(t->root_box, t->bounds, cs * sizeof(double));
-    return st;
 }

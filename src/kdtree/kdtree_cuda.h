@@ -1,6 +1,7 @@
 /*
- * kdtree_cuda.h - the CUDA build of the k-d tree (kdtree_cuda.cu), called from kdtree.c on a
- * CUDA context (internal).
+ * kdtree_cuda.h - the CUDA build of the k-d tree (kdtree_cuda.cu, kdtree_small_cuda.cu; the
+ * device-side helpers in kdtree_build_dev_cuda.cu), called from kdtree.c on a CUDA context
+ * (internal).
  */
 #ifndef GROVE_KDTREE_CUDA_H
 #define GROVE_KDTREE_CUDA_H

@@ -24,10 +24,13 @@ namespace
  * (cost, axis, position), which is what the CPU's sequential sweep keeps. The stable
  * partitions of the tree order and of the per-axis sorted lists are ballots. */
 const int kSmallWarps = 4;
+#ifndef KD_SMALL_MINB
+#define KD_SMALL_MINB 6 /* blocks per SM: 80 registers, no spills (8 spills) */
+#endif
 
 /* Shared scratch of one warp, sized for D axes. */
-template <int D> struct WarpWs {
-    double px[kSmall * D];  /* local point p's coordinates */
+template <typename T, int D> struct WarpWs {
+    T px[kSmall * D];       /* local point p's coordinates, in the input's type */
     uint64_t gid[kSmall];   /* local point -> input position */
     uint8_t ord[D][kSmall]; /* per axis, each node's range sorted by (coordinate, p) */
     uint8_t seq[kSmall];    /* tree order of the local points */
@@ -35,13 +38,6 @@ template <int D> struct WarpWs {
     uint8_t stk[2 * kSmall + 2], sa[2 * kSmall + 2], se[2 * kSmall + 2]; /* node stack */
     uint8_t lvl[2 * kSmall]; /* local depth per local node */
 };
-
-template <int D> __device__ double box_measure(const double *lo, const double *hi, double infl)
-{
-    double m = 1.0;
-    for (int d = 0; d < D; d++) m = __dmul_rn(m, __dadd_rn(__dsub_rn(hi[d], lo[d]), infl));
-    return m;
-}
 
 /* A candidate plane: cost c before position i of an axis's sorted range (i >= 1). */
 struct Cand {
@@ -54,42 +50,54 @@ __device__ __forceinline__ bool better(const Cand &a, const Cand &b)
     return a.ok && (!b.ok || a.c < b.c || (a.c == b.c && a.i < b.i));
 }
 
+/* (split is not exchanged: the winner's plane is read back from its position) */
 __device__ __forceinline__ Cand shfl_cand(const Cand &a, int o)
 {
     Cand r;
     r.c = __shfl_xor_sync(0xffffffffu, a.c, o);
-    r.split = __shfl_xor_sync(0xffffffffu, a.split, o);
     r.i = __shfl_xor_sync(0xffffffffu, a.i, o);
     r.ok = __shfl_xor_sync(0xffffffffu, a.ok, o);
+    r.split = 0.0;
     return r;
 }
 
+/* Exact minimum and maximum in the coordinates' own type (no NaN, no -0 here); float ones are
+ * half the shuffles and run at the single-precision rate. */
+__device__ __forceinline__ float kmin(float a, float b) { return fminf(a, b); }
+__device__ __forceinline__ float kmax(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ double kmin(double a, double b) { return fmin(a, b); }
+__device__ __forceinline__ double kmax(double a, double b) { return fmax(a, b); }
+
 /* The plane before position j of m (at coordinate split), valid if ok, with the CPU's cost:
- * j points in the left box, m - j in the right, each weighted by its inflated measure. */
-template <int D>
-__device__ __forceinline__ Cand cand_at(bool ok, int j, double split, int m, const double *llo,
-                                        const double *lhi, const double *rlo, const double *rhi,
-                                        double infl)
+ * j points in the left box, m - j in the right, each weighted by its inflated measure (ml, mr:
+ * the products of box_measure() of kdtree_cpu.c). */
+__device__ __forceinline__ Cand cand_at(bool ok, int j, double split, int m, double ml, double mr)
 {
     Cand r;
     r.ok = ok;
     r.i = j;
     r.split = split;
     r.c = INFINITY;
-    if (ok) {
-        double ml = box_measure<D>(llo, lhi, infl), mr = box_measure<D>(rlo, rhi, infl);
-        r.c = __dadd_rn(__dmul_rn((double)j, ml), __dmul_rn((double)(m - j), mr));
-    }
+    if (ok) r.c = __dadd_rn(__dmul_rn((double)j, ml), __dmul_rn((double)(m - j), mr));
     return r;
 }
 
+/* One factor of kdtree_cpu.c's box_measure(): multiplied in axis order, as there, the running
+ * products give its bytes without keeping the boxes (8 * D doubles in registers before). */
+__device__ __forceinline__ double measure_step(double m, double lo, double hi, double infl)
+{
+    return __dmul_rn(m, __dadd_rn(__dsub_rn(hi, lo), infl));
+}
+
 /* The least-cost plane of the node whose range [a, e) of every sorted list has the box bx;
- * the same result in every lane. Returns 0 if no plane separates the points. */
-template <int D>
-__device__ int warp_best(const WarpWs<D> &w, int a, int e, const double *bx, int lane, int *axis,
-                         double *split)
+ * the same result in every lane. Returns 0 if no plane separates the points. The prefix and
+ * suffix boxes are scanned in the coordinates' type (exact), the costs in double. */
+template <typename T, int D>
+__device__ int warp_best(const WarpWs<T, D> &w, int a, int e, const double *bx, int lane,
+                         int *axis, double *split)
 {
     const int m = e - a, j0 = 2 * lane, j1 = 2 * lane + 1;
+    const T inf = (T)INFINITY;
     double ext_max = 0.0, infl;
     Cand best;
     best.ok = 0;
@@ -105,56 +113,51 @@ __device__ int warp_best(const WarpWs<D> &w, int a, int e, const double *bx, int
     for (int d = 0; d < D; d++) {
         const uint8_t *o = w.ord[d] + a;
         const bool h0 = j0 < m, h1 = j1 < m;
-        const double *p0 = h0 ? w.px + o[j0] * D : NULL, *p1 = h1 ? w.px + o[j1] * D : NULL;
-        /* left box of the plane before j0 (exclusive prefix), and before j1; right box of the
-         * plane before j0 (suffix from j0), and before j1 */
-        double l0lo[D], l0hi[D], l1lo[D], l1hi[D], r0lo[D], r0hi[D], r1lo[D], r1hi[D];
+        const T *p0 = h0 ? w.px + o[j0] * D : NULL, *p1 = h1 ? w.px + o[j1] * D : NULL;
+        /* the inflated measures of the left box of the plane before j0 (exclusive prefix), and
+         * before j1; of the right box of the plane before j0 (suffix from j0), and before j1 */
+        double ml0 = 1.0, ml1 = 1.0, mr0 = 1.0, mr1 = 1.0;
         for (int k = 0; k < D; k++) {
-            double v0lo = h0 ? p0[k] : INFINITY, v0hi = h0 ? p0[k] : -INFINITY;
-            double v1lo = h1 ? p1[k] : INFINITY, v1hi = h1 ? p1[k] : -INFINITY;
-            double slo = fmin(v0lo, v1lo), shi = fmax(v0hi, v1hi);
-            double ulo = slo, uhi = shi;
+            T v0lo = h0 ? p0[k] : inf, v0hi = h0 ? p0[k] : -inf;
+            T v1lo = h1 ? p1[k] : inf, v1hi = h1 ? p1[k] : -inf;
+            T slo = kmin(v0lo, v1lo), shi = kmax(v0hi, v1hi);
+            T ulo = slo, uhi = shi;
             for (int q = 1; q < 32; q *= 2) {
-                double tlo = __shfl_up_sync(0xffffffffu, slo, q);
-                double thi = __shfl_up_sync(0xffffffffu, shi, q);
-                double vlo = __shfl_down_sync(0xffffffffu, ulo, q);
-                double vhi = __shfl_down_sync(0xffffffffu, uhi, q);
+                T tlo = __shfl_up_sync(0xffffffffu, slo, q);
+                T thi = __shfl_up_sync(0xffffffffu, shi, q);
+                T vlo = __shfl_down_sync(0xffffffffu, ulo, q);
+                T vhi = __shfl_down_sync(0xffffffffu, uhi, q);
                 if (lane >= q) {
-                    slo = fmin(slo, tlo);
-                    shi = fmax(shi, thi);
+                    slo = kmin(slo, tlo);
+                    shi = kmax(shi, thi);
                 }
                 if (lane + q < 32) {
-                    ulo = fmin(ulo, vlo);
-                    uhi = fmax(uhi, vhi);
+                    ulo = kmin(ulo, vlo);
+                    uhi = kmax(uhi, vhi);
                 }
             }
-            double elo = __shfl_up_sync(0xffffffffu, slo, 1);
-            double ehi = __shfl_up_sync(0xffffffffu, shi, 1);
-            double alo = __shfl_down_sync(0xffffffffu, ulo, 1);
-            double ahi = __shfl_down_sync(0xffffffffu, uhi, 1);
+            T elo = __shfl_up_sync(0xffffffffu, slo, 1);
+            T ehi = __shfl_up_sync(0xffffffffu, shi, 1);
+            T alo = __shfl_down_sync(0xffffffffu, ulo, 1);
+            T ahi = __shfl_down_sync(0xffffffffu, uhi, 1);
             if (lane == 0) {
-                elo = INFINITY;
-                ehi = -INFINITY;
+                elo = inf;
+                ehi = -inf;
             }
             if (lane == 31) {
-                alo = INFINITY;
-                ahi = -INFINITY;
+                alo = inf;
+                ahi = -inf;
             }
-            l0lo[k] = elo;
-            l0hi[k] = ehi;
-            l1lo[k] = fmin(elo, v0lo);
-            l1hi[k] = fmax(ehi, v0hi);
-            r0lo[k] = ulo;
-            r0hi[k] = uhi;
-            r1lo[k] = fmin(alo, v1lo);
-            r1hi[k] = fmax(ahi, v1hi);
+            ml0 = measure_step(ml0, (double)elo, (double)ehi, infl);
+            ml1 = measure_step(ml1, (double)kmin(elo, v0lo), (double)kmax(ehi, v0hi), infl);
+            mr0 = measure_step(mr0, (double)ulo, (double)uhi, infl);
+            mr1 = measure_step(mr1, (double)kmin(alo, v1lo), (double)kmax(ahi, v1hi), infl);
         }
         /* the coordinate before j0 is the previous lane's j1 */
-        double c1 = h1 ? p1[d] : INFINITY, c0 = h0 ? p0[d] : INFINITY;
-        double before0 = __shfl_up_sync(0xffffffffu, c1, 1);
-        Cand mine = cand_at<D>(j0 >= 1 && h0 && before0 < c0, j0, c0, m, l0lo, l0hi, r0lo, r0hi,
-                               infl);
-        Cand other = cand_at<D>(h1 && c0 < c1, j1, c1, m, l1lo, l1hi, r1lo, r1hi, infl);
+        T c1 = h1 ? p1[d] : inf, c0 = h0 ? p0[d] : inf;
+        T before0 = __shfl_up_sync(0xffffffffu, c1, 1);
+        Cand mine = cand_at(j0 >= 1 && h0 && before0 < c0, j0, (double)c0, m, ml0, mr0);
+        Cand other = cand_at(h1 && c0 < c1, j1, (double)c1, m, ml1, mr1);
         if (better(other, mine)) mine = other;
         for (int q = 16; q > 0; q /= 2) {
             Cand t = shfl_cand(mine, q);
@@ -163,6 +166,7 @@ __device__ int warp_best(const WarpWs<D> &w, int a, int e, const double *bx, int
         /* a later axis must be strictly better */
         if (mine.ok && (!best.ok || mine.c < best.c)) {
             best = mine;
+            best.split = (double)w.px[o[mine.i] * D + d];
             *axis = d;
         }
     }
@@ -171,15 +175,15 @@ __device__ int warp_best(const WarpWs<D> &w, int a, int e, const double *bx, int
 }
 
 /* Stable partition of list[a, e) by px[p * D + axis] < split (nl points go left). */
-template <int D>
-__device__ void warp_partition(WarpWs<D> &w, uint8_t *list, int a, int e, int nl, int axis,
+template <typename T, int D>
+__device__ void warp_partition(WarpWs<T, D> &w, uint8_t *list, int a, int e, int nl, int axis,
                                double split, int lane)
 {
     int left = 0;
     for (int c = a; c < e; c += 32) {
         int j = c + lane;
         uint8_t p = j < e ? list[j] : 0;
-        bool f = j < e && w.px[p * D + axis] < split;
+        bool f = j < e && (double)w.px[p * D + axis] < split;
         unsigned bal = __ballot_sync(0xffffffffu, f);
         int lr = left + __popc(bal & ((1u << lane) - 1u));
         if (j < e) w.tmp[f ? a + lr : a + nl + (j - a - lr)] = p;
@@ -193,16 +197,16 @@ __device__ void warp_partition(WarpWs<D> &w, uint8_t *list, int a, int e, int nl
 /* The subtree of each small root: to the scratch slots sub[2 * begin ...] in construction order
  * (local ids; left/right local, 0 for a leaf), its size to cnt[r], and the root's points put
  * in tree order in perm. */
-template <int D>
-__global__ void __launch_bounds__(32 * kSmallWarps)
+template <typename T, int D>
+__global__ void __launch_bounds__(32 * kSmallWarps, KD_SMALL_MINB)
     small_kernel(const BNode *__restrict__ nodes, const SmallRoot *__restrict__ roots,
-                 uint32_t nroots, int leaf, const double *__restrict__ x,
+                 uint32_t nroots, int leaf, const T *__restrict__ x, size_t n,
                  uint64_t *__restrict__ perm, BNode *__restrict__ sub, double *__restrict__ subb,
                  uint32_t *__restrict__ cnt, unsigned long long *__restrict__ depth)
 {
     const int cs = 2 * D, lane = threadIdx.x & 31, wi = threadIdx.x / 32;
-    __shared__ WarpWs<D> wss[kSmallWarps];
-    WarpWs<D> &w = wss[wi];
+    __shared__ WarpWs<T, D> wss[kSmallWarps];
+    WarpWs<T, D> &w = wss[wi];
     const uint32_t r = blockIdx.x * kSmallWarps + wi;
     if (r >= nroots) return;
     const BNode rn = nodes[roots[r].id];
@@ -214,17 +218,17 @@ __global__ void __launch_bounds__(32 * kSmallWarps)
 
     for (int p = lane; p < m; p += 32) {
         w.gid[p] = perm[B + p];
-        for (int d = 0; d < D; d++) w.px[p * D + d] = x[(B + p) * D + d];
+        for (int d = 0; d < D; d++) w.px[p * D + d] = x[d * n + B + p];
         w.seq[p] = (uint8_t)p;
     }
     __syncwarp();
     /* per axis, the rank of each point by (coordinate, local position) */
     for (int d = 0; d < D; d++)
         for (int p = lane; p < m; p += 32) {
-            double vp = w.px[p * D + d];
+            T vp = w.px[p * D + d];
             int rank = 0;
             for (int q = 0; q < m; q++) {
-                double vq = w.px[q * D + d];
+                T vq = w.px[q * D + d];
                 rank += vq < vp || (vq == vp && q < p);
             }
             w.ord[d][rank] = (uint8_t)p;
@@ -247,18 +251,18 @@ __global__ void __launch_bounds__(32 * kSmallWarps)
         e = w.se[sp];
         __syncwarp();
         for (int k = 0; k < D; k++) {
-            double lo = INFINITY, hi = -INFINITY;
+            T lo = (T)INFINITY, hi = -(T)INFINITY;
             for (int i = a + lane; i < e; i += 32) {
-                double c = w.px[w.seq[i] * D + k];
-                lo = fmin(lo, c);
-                hi = fmax(hi, c);
+                T c = w.px[w.seq[i] * D + k];
+                lo = kmin(lo, c);
+                hi = kmax(hi, c);
             }
             for (int q = 16; q > 0; q /= 2) {
-                lo = fmin(lo, __shfl_xor_sync(0xffffffffu, lo, q));
-                hi = fmax(hi, __shfl_xor_sync(0xffffffffu, hi, q));
+                lo = kmin(lo, __shfl_xor_sync(0xffffffffu, lo, q));
+                hi = kmax(hi, __shfl_xor_sync(0xffffffffu, hi, q));
             }
-            bx[k] = lo;
-            bx[D + k] = hi;
+            bx[k] = (double)lo;
+            bx[D + k] = (double)hi;
         }
         if (lane == 0) {
             for (int k = 0; k < cs; k++) vb[id * cs + k] = bx[k];
@@ -268,14 +272,15 @@ __global__ void __launch_bounds__(32 * kSmallWarps)
             v[id].split = 0.0;
         }
         if (w.lvl[id] > maxl) maxl = w.lvl[id];
-        if (e - a <= leaf || !warp_best<D>(w, a, e, bx, lane, &axis, &split)) continue;
+        if (e - a <= leaf || !warp_best<T, D>(w, a, e, bx, lane, &axis, &split)) continue;
         for (int c = a; c < e; c += 32) {
             int j = c + lane;
-            bool f = j < e && w.px[w.seq[j] * D + axis] < split;
+            bool f = j < e && (double)w.px[w.seq[j] * D + axis] < split;
             nl += __popc(__ballot_sync(0xffffffffu, f));
         }
-        warp_partition<D>(w, w.seq, a, e, nl, axis, split, lane);
-        for (int d = 0; d < D; d++) warp_partition<D>(w, w.ord[d], a, e, nl, axis, split, lane);
+        warp_partition<T, D>(w, w.seq, a, e, nl, axis, split, lane);
+        for (int d = 0; d < D; d++)
+            warp_partition<T, D>(w, w.ord[d], a, e, nl, axis, split, lane);
         {
             int li = nv, ri = nv + 1;
             nv += 2;
@@ -365,69 +370,102 @@ __global__ void out_large_kernel(const BNode *__restrict__ nodes, uint64_t num, 
     for (int k = 0; k < 2 * D; k++) obounds[p * 2 * D + k] = bounds[i * 2 * D + k];
 }
 
-/* One thread per small root: its subtree from the scratch slots, renumbered into preorder. */
-__global__ void out_small_kernel(const BNode *__restrict__ nodes,
-                                 const SmallRoot *__restrict__ roots, uint32_t nroots, int D,
-                                 const BNode *__restrict__ sub, const double *__restrict__ subb,
-                                 const uint32_t *__restrict__ cnt, const uint64_t *__restrict__ pre,
-                                 grove_kdtree_node *__restrict__ out, double *__restrict__ obounds)
+/* A warp per small root: its subtree from the scratch slots, renumbered into preorder. One lane
+ * numbers the (at most 127) nodes in shared memory; the warp writes the nodes and boxes (a
+ * thread per root wrote 88 bytes a node alone, its numbering in local memory: 1.4 ms of the
+ * build at 10^7 points). */
+const int kOutWarps = 4;
+
+__global__ void __launch_bounds__(32 * kOutWarps)
+    out_small_kernel(const BNode *__restrict__ nodes, const SmallRoot *__restrict__ roots,
+                     uint32_t nroots, int D, const BNode *__restrict__ sub,
+                     const double *__restrict__ subb, const uint32_t *__restrict__ cnt,
+                     const uint64_t *__restrict__ pre, grove_kdtree_node *__restrict__ out,
+                     double *__restrict__ obounds)
 {
-    uint32_t r = blockIdx.x * blockDim.x + threadIdx.x;
+    __shared__ uint8_t sl[kOutWarps][2 * kSmall], sr[kOutWarps][2 * kSmall];
+    __shared__ uint8_t ssz[kOutWarps][2 * kSmall], slp[kOutWarps][2 * kSmall];
+    const int lane = threadIdx.x & 31, wi = threadIdx.x / 32;
+    const uint32_t r = blockIdx.x * kOutWarps + wi;
     if (r >= nroots) return;
     const uint64_t B = nodes[roots[r].id].begin, P = pre[roots[r].id];
     const BNode *v = sub + 2 * B;
     const double *vb = subb + 2 * B * 2 * D;
-    const int nv = (int)cnt[r];
-    uint8_t sz[2 * kSmall], lp[2 * kSmall];
-    for (int k = nv - 1; k >= 0; k--)
-        sz[k] = (uint8_t)(1 + (v[k].left ? sz[v[k].left] + sz[v[k].right] : 0));
-    lp[0] = 0;
-    for (int k = 0; k < nv; k++)
-        if (v[k].left) {
-            lp[v[k].left] = (uint8_t)(lp[k] + 1);
-            lp[v[k].right] = (uint8_t)(lp[k] + 1 + sz[v[k].left]);
-        }
-    for (int k = 0; k < nv; k++) {
+    const int nv = (int)cnt[r], cs = 2 * D;
+    uint8_t *L = sl[wi], *R = sr[wi], *sz = ssz[wi], *lp = slp[wi];
+    for (int k = lane; k < nv; k += 32) {
+        L[k] = (uint8_t)v[k].left;
+        R[k] = (uint8_t)v[k].right;
+    }
+    __syncwarp();
+    if (lane == 0) {
+        for (int k = nv - 1; k >= 0; k--) sz[k] = (uint8_t)(1 + (L[k] ? sz[L[k]] + sz[R[k]] : 0));
+        lp[0] = 0;
+        for (int k = 0; k < nv; k++)
+            if (L[k]) {
+                lp[L[k]] = (uint8_t)(lp[k] + 1);
+                lp[R[k]] = (uint8_t)(lp[k] + 1 + sz[L[k]]);
+            }
+    }
+    __syncwarp();
+    for (int k = lane; k < nv; k += 32) {
+        const BNode &sn = v[k];
         grove_kdtree_node o;
-        uint64_t p = P + lp[k];
-        o.begin = v[k].begin;
-        o.end = v[k].end;
-        o.right = v[k].left ? P + lp[v[k].right] : 0;
-        o.split = v[k].split;
-        o.axis = v[k].left ? v[k].axis : -1;
-        o.kind = v[k].left ? v[k].kind : GROVE_KDTREE_LEAF;
-        out[p] = o;
-        for (int q = 0; q < 2 * D; q++) obounds[p * 2 * D + q] = vb[k * 2 * D + q];
+        o.begin = sn.begin;
+        o.end = sn.end;
+        o.right = L[k] ? P + lp[R[k]] : 0;
+        o.split = sn.split;
+        o.axis = L[k] ? sn.axis : -1;
+        o.kind = L[k] ? sn.kind : GROVE_KDTREE_LEAF;
+        out[P + lp[k]] = o;
+    }
+    for (int e = lane; e < nv * cs; e += 32) {
+        const int k = e / cs, q = e - k * cs;
+        obounds[(P + lp[k]) * cs + q] = vb[e];
     }
 }
 
-template <int D>
-grove_status launch_small(const BNode *nodes, const SmallRoot *roots, uint32_t nroots, int leaf,
-                          const double *x, uint64_t *perm, BNode *sub, double *subb, uint32_t *cnt,
-                          unsigned long long *depth, cudaStream_t s)
+template <typename T, int D>
+void launch_small(const BNode *nodes, const SmallRoot *roots, uint32_t nroots, int leaf,
+                  const void *x, size_t n, uint64_t *perm, BNode *sub, double *subb,
+                  uint32_t *cnt, unsigned long long *depth, cudaStream_t s)
 {
-    small_kernel<D><<<(nroots + kSmallWarps - 1) / kSmallWarps, 32 * kSmallWarps, 0, s>>>(
-        nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth);
-    return GROVE_OK;
+    small_kernel<T, D><<<(nroots + kSmallWarps - 1) / kSmallWarps, 32 * kSmallWarps, 0, s>>>(
+        nodes, roots, nroots, leaf, (const T *)x, n, perm, sub, subb, cnt, depth);
+}
+
+template <typename T>
+void launch_small_d(int D, const BNode *nodes, const SmallRoot *roots, uint32_t nroots, int leaf,
+                    const void *x, size_t n, uint64_t *perm, BNode *sub, double *subb,
+                    uint32_t *cnt, unsigned long long *depth, cudaStream_t s)
+{
+#define KD_SMALL_CASE(DV)                                                                          \
+    launch_small<T, DV>(nodes, roots, nroots, leaf, x, n, perm, sub, subb, cnt, depth, s)
+    switch (D) {
+    case 1: KD_SMALL_CASE(1); break;
+    case 2: KD_SMALL_CASE(2); break;
+    case 3: KD_SMALL_CASE(3); break;
+    case 4: KD_SMALL_CASE(4); break;
+    case 5: KD_SMALL_CASE(5); break;
+    case 6: KD_SMALL_CASE(6); break;
+    case 7: KD_SMALL_CASE(7); break;
+    default: KD_SMALL_CASE(8); break;
+    }
+#undef KD_SMALL_CASE
 }
 
 } /* namespace */
 
-grove_status small_stage(grove_ctx *ctx, int D, const BNode *nodes, const SmallRoot *roots,
-                         uint32_t nroots, int leaf, const double *x, uint64_t *perm, BNode *sub,
-                         double *subb, uint32_t *cnt, unsigned long long *depth, cudaStream_t s)
+grove_status small_stage(grove_ctx *ctx, int D, bool f64, const BNode *nodes,
+                         const SmallRoot *roots, uint32_t nroots, int leaf, const void *x, size_t n,
+                         uint64_t *perm, BNode *sub, double *subb, uint32_t *cnt,
+                         unsigned long long *depth, cudaStream_t s)
 {
     if (nroots == 0) return GROVE_OK;
-    switch (D) {
-    case 1: launch_small<1>(nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth, s); break;
-    case 2: launch_small<2>(nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth, s); break;
-    case 3: launch_small<3>(nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth, s); break;
-    case 4: launch_small<4>(nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth, s); break;
-    case 5: launch_small<5>(nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth, s); break;
-    case 6: launch_small<6>(nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth, s); break;
-    case 7: launch_small<7>(nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth, s); break;
-    default: launch_small<8>(nodes, roots, nroots, leaf, x, perm, sub, subb, cnt, depth, s); break;
-    }
+    if (f64)
+        launch_small_d<double>(D, nodes, roots, nroots, leaf, x, n, perm, sub, subb, cnt, depth, s);
+    else
+        launch_small_d<float>(D, nodes, roots, nroots, leaf, x, n, perm, sub, subb, cnt, depth, s);
     KD_LAUNCHED("k-d tree small-node kernel");
     return GROVE_OK;
 }
@@ -461,8 +499,10 @@ grove_status write_nodes(grove_ctx *ctx, const BNode *nodes, uint64_t num, int D
     out_large_kernel<<<grid_for(num), kBlock, 0, s>>>(nodes, num, D, bounds, small_of, pre,
                                                       onodes, obounds);
     KD_LAUNCHED("k-d tree output kernel");
-    out_small_kernel<<<grid_for(nroots), kBlock, 0, s>>>(nodes, roots, nroots, D, sub, subb, cnt,
-                                                         pre, onodes, obounds);
+    if (nroots == 0) return GROVE_OK;
+    /* (no grid cap: 2^31 - 1 blocks of 4 roots are more than 2^32 points make) */
+    out_small_kernel<<<(nroots + kOutWarps - 1) / kOutWarps, 32 * kOutWarps, 0, s>>>(
+        nodes, roots, nroots, D, sub, subb, cnt, pre, onodes, obounds);
     KD_LAUNCHED("k-d tree output kernel");
     return GROVE_OK;
 }
