@@ -7,7 +7,7 @@
  *   build_<d>          grove_octree_build_device on the points already in device memory (the
  *                      in-memory build), CUDA events around the call; items/s = points/s;
  *   phase_*_<d>        one more such build's phase times from grove_octree_stats (count:
- *                      box, quantization, counting and spilling; place: layout, sort, gather;
+ *                      box, quantization, counting and spilling; place: layout, placement;
  *                      lod: the samples), one build, not a median;
  *   build_nolod_<d>    the same with lod_grid 0 (no level-of-detail samples);
  *   build_host_<d>     grove_octree_build through host memory (batches of 8 Mi points through
@@ -23,14 +23,14 @@
  *   build_<d> cpu      the CPU backend at 10^7 only, when a 10^6 build says it takes < ~10 s.
  * Checks: the device tree is downloaded and passes a structural validator (every input
  * position in exactly one leaf, leaves within the cap or at max_depth, inner nodes over it,
- * each leaf's points in ascending input order and inside its cell, samples of inner nodes
- * inside their cell); the lod_grid 0 tree passes the validator too (above 2 x 10^7 points:
- * it has the validated tree's nodes and leaf entries); the build through host memory equals
- * the device-resident build byte for byte, and a build of the first 10^6 points on the CUDA
- * context equals the CPU backend's byte for byte; the counts equal a host count; the sort is
- * ascending and a permutation (index sum, key xor). A failed check leaves the row unchecked
- * with a note in the context's message. GPU rows: median of --repeats after --warmup (build
- * rows above 2 x 10^7 points: at most 5 repeats; build_host there: one run, no warm-up).
+ * every node's entries in Morton order (octree.h) and inside its cell); the lod_grid 0 tree
+ * passes the validator too (above 2 x 10^7 points: it has the validated tree's nodes and leaf
+ * entries); the build through host memory equals the device-resident build byte for byte, and
+ * a build of the first 10^6 points on the CUDA context equals the CPU backend's byte for byte;
+ * the counts equal a host count; the sort is ascending and a permutation (index sum, key xor).
+ * A failed check leaves the row unchecked with a note in the context's message. GPU rows:
+ * median of --repeats after --warmup (build rows above 2 x 10^7 points: at most 5 repeats;
+ * build_host there: one run, no warm-up).
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -117,6 +117,8 @@ static int tree_valid(grove_ctx *ctx, const grove_octree *t, const double *xyz, 
             ok = grove__bench_note(ctx, "bench octree: leaf %zu holds %llu entries for %llu points",
                                    k, (unsigned long long)(a->end - a->begin),
                                    (unsigned long long)a->total);
+        uint64_t hp = 0; /* the previous entry's Morton code */
+        uint32_t lp = 0;
         for (uint64_t e = a->begin; e < a->end && ok; e++) {
             uint32_t q[3];
             const uint32_t p = idx[e];
@@ -130,9 +132,16 @@ static int tree_valid(grove_ctx *ctx, const grove_octree *t, const double *xyz, 
             for (int c = 0; c < 3; c++)
                 if ((q[c] >> sh) != a->cell[c])
                     ok = grove__bench_note(ctx, "bench octree: point %u outside node %zu", p, k);
-            if (e > a->begin && idx[e - 1] >= p)
-                ok = grove__bench_note(ctx, "bench octree: node %zu not in ascending input order",
-                                       k);
+            {
+                /* octree.h: entries in Morton order, equal grid points by input position */
+                const uint64_t h = grove__ot_morton_hi(q);
+                const uint32_t l = grove__ot_morton_lo(q);
+                if (e > a->begin &&
+                    (hp > h || (hp == h && (lp > l || (lp == l && idx[e - 1] >= p)))))
+                    ok = grove__bench_note(ctx, "bench octree: node %zu not in Morton order", k);
+                hp = h;
+                lp = l;
+            }
             if (leaf) {
                 if (seen[p]) ok = grove__bench_note(ctx, "bench octree: point %u in two leaves", p);
                 seen[p] = 1;

@@ -24,9 +24,11 @@
  *   - inner nodes are at depth < max_depth with total > max_points; leaves have total <=
  *     max_points or depth == max_depth;
  *   - entries: node k's [begin, end) follow node k-1's, ending at num_entries; a leaf's entries
- *     are its points in ascending input order with their coordinates bit for bit;
- *   - an inner node's entries (none when lod_grid is 0): ascending input positions of points in
- *     its cell, coordinates bit for bit, at most one per voxel; with full_lod exactly the
+ *     are its points in the points' Morton order (the octant digits of q from level 0 to 29
+ *     compared one level at a time, equal grid points by input position) with their coordinates
+ *     bit for bit;
+ *   - an inner node's entries (none when lod_grid is 0): points of its cell in that order,
+ *     coordinates bit for bit, at most one per voxel; with full_lod exactly the
  *     winner (smallest (squared sub-grid distance to the voxel centre, input position)) of
  *     every occupied voxel.
  */
@@ -113,6 +115,20 @@ static int oc__cmp_u64(const void *x, const void *y)
 {
     uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
     return (a > b) - (a < b);
+}
+
+/* Point i comes strictly before point j in the points' Morton order (grid points q). */
+static int oc__before(const uint32_t *q, uint32_t i, uint32_t j)
+{
+    for (int b = 29; b >= 0; b--) {
+        unsigned di = 0, dj = 0;
+        for (int a = 0; a < 3; a++) {
+            di |= ((q[3 * (size_t)i + a] >> b) & 1u) << a;
+            dj |= ((q[3 * (size_t)j + a] >> b) & 1u) << a;
+        }
+        if (di != dj) return di < dj;
+    }
+    return i < j;
 }
 
 static int oc__check_nodes(const grove_octree *t, const grove_octree_opts *o, char *msg,
@@ -290,12 +306,21 @@ static int oc_check(const grove_octree *t, const double *xyz, size_t n, int full
                            (unsigned long long)nd[k].total);
             goto end;
         }
-        {
-            uint64_t e = nd[k].begin + cursor[k]++;
-            if (idx[e] != (uint32_t)i || memcmp(exyz + 3 * e, xyz + 3 * i, 3 * sizeof(double)))
-                bad = oc__fail(msg, len, "leaf %u: entry %llu is input %u, want %zu (ascending "
-                               "input order, coordinates as given)", k, (unsigned long long)e,
-                               idx[e], i);
+        cursor[k]++;
+    }
+    /* A leaf's entries: strictly ascending in Morton order, each a point of that leaf; with the
+     * counts above they are exactly its points. */
+    for (size_t k = 0; k < nn && !bad; k++) {
+        if (nd[k].first_child != UINT32_MAX) continue;
+        for (uint64_t e = nd[k].begin; e < nd[k].end && !bad; e++) {
+            uint32_t v = idx[e];
+            if (v >= n || leaf[v] != (uint32_t)k ||
+                memcmp(exyz + 3 * e, xyz + 3 * (size_t)v, 3 * sizeof(double)))
+                bad = oc__fail(msg, len, "leaf %zu: entry %llu is input %u, not one of its points "
+                               "(or other coordinates)", k, (unsigned long long)e, v);
+            else if (e > nd[k].begin && !oc__before(q, idx[e - 1], v))
+                bad = oc__fail(msg, len, "leaf %zu: entry %llu (input %u) is not after input %u "
+                               "in Morton order", k, (unsigned long long)e, v, idx[e - 1]);
         }
     }
     if (bad) goto end;
@@ -307,7 +332,7 @@ static int oc_check(const grove_octree *t, const double *xyz, size_t n, int full
         bad = oc__fail(msg, len, "root total %llu, want %zu", (unsigned long long)nd[0].total, n);
         goto end;
     }
-    /* Samples: ascending, inside the cell, one per voxel. */
+    /* Samples: in Morton order, inside the cell, one per voxel. */
     for (size_t k = 0; k < nn && !bad; k++) {
         const grove_octree_node *u = &nd[k];
         uint64_t m = u->end - u->begin, *vox;
@@ -320,9 +345,10 @@ static int oc_check(const grove_octree *t, const double *xyz, size_t n, int full
         for (uint64_t j = 0; j < m && !bad; j++) {
             uint64_t e = u->begin + j, d2;
             uint32_t i = idx[e];
-            if (i >= n || (j > 0 && idx[e - 1] >= i)) {
-                bad = oc__fail(msg, len, "node %zu: sample entry %llu (input %u) is not ascending "
-                               "or out of range", k, (unsigned long long)j, i);
+            if (i >= n || (j > 0 && !oc__before(q, idx[e - 1], i))) {
+                bad = oc__fail(msg, len, "node %zu: sample entry %llu (input %u) is out of range "
+                               "or not after the previous one in Morton order", k,
+                               (unsigned long long)j, i);
                 break;
             }
             if (memcmp(exyz + 3 * e, xyz + 3 * (size_t)i, 3 * sizeof(double))) {
@@ -355,19 +381,26 @@ static int oc_check(const grove_octree *t, const double *xyz, size_t n, int full
             if (j == 0 || cand[j].node != cand[j - 1].node || cand[j].voxel != cand[j - 1].voxel)
                 cand[w++] = cand[j];
         if (w) qsort(cand, w, sizeof *cand, oc__cmp_node_index);
+        /* the entries are in Morton order, the winners by index: compare as sets (the
+         * entries are distinct, checked above) */
         for (size_t k = 0; k < nn && !bad; k++) {
             const grove_octree_node *u = &nd[k];
+            size_t c1 = c;
             if (u->first_child == UINT32_MAX) continue;
-            for (uint64_t e = u->begin; e < u->end; e++, c++)
-                if (c >= w || cand[c].node != k || cand[c].index != idx[e]) {
-                    bad = oc__fail(msg, len,
-                                   "node %zu: sample entry %llu is input %u, brute force says %d",
-                                   k, (unsigned long long)(e - u->begin), idx[e],
-                                   c < w && cand[c].node == k ? (int)cand[c].index : -1);
-                    break;
-                }
-            if (!bad && c < w && cand[c].node == k)
-                bad = oc__fail(msg, len, "node %zu: the sample misses occupied voxels", k);
+            while (c1 < w && cand[c1].node == k) c1++;
+            if (c1 - c != u->end - u->begin)
+                bad = oc__fail(msg, len, "node %zu: %llu sample entries, brute force says %zu", k,
+                               (unsigned long long)(u->end - u->begin), c1 - c);
+            for (uint64_t e = u->begin; e < u->end && !bad; e++) {
+                oc__cand key;
+                key.node = (uint32_t)k;
+                key.index = idx[e];
+                if (!bsearch(&key, cand + c, c1 - c, sizeof *cand, oc__cmp_node_index))
+                    bad = oc__fail(msg, len, "node %zu: sample entry %llu is input %u, not a "
+                                   "winner by brute force", k,
+                                   (unsigned long long)(e - u->begin), idx[e]);
+            }
+            c = c1;
         }
     }
 end:

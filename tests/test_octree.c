@@ -449,6 +449,8 @@ static void test_datasets(tu_rng *r)
     run_set(r, gen_clustered(r, 3000), &o, 1, 40, "clustered, max_depth 29, lod 2");
     o = opts_of(64, 20, 16);
     run_set(r, gen_clustered(r, 20000), &o, 1, 40, "clustered cap 64");
+    o = opts_of(16, 30, 0);
+    run_set(r, gen_clustered(r, 20000), &o, 1, 40, "clustered, lod_grid 0, max_depth 30");
     o = opts_of(4, 20, 8);
     run_set(r, gen_equal(100, 1.5, -2.5, 3.25), &o, 1, 20, "all equal (a chain to max_depth)");
     /* every voxel of every depth one run across 20 of the CUDA sample kernel's 256-point (one

@@ -557,6 +557,11 @@ static void expect_export(const char *dir, grove_status want, const char *part, 
     grove_cloud_free(&out);
 }
 
+static uint32_t rd32(const unsigned char *b)
+{
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
 static void put32(unsigned char *b, uint32_t v)
 {
     for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> 8 * i);
@@ -649,9 +654,9 @@ static void bad_grove_files(tu_rng *r)
             {"leaf first_child", H + N * leaf + 24, 4, 5, -1, GROVE_ERR_BAD_INPUT,
              "must have first_child UINT32_MAX"},
             {"index out of range", H + N * nn + 4 * e, 4, 300, -1, GROVE_ERR_BAD_INPUT,
-             "out of range (300 points) or not ascending"},
+             "out of range (300 points) or not after the previous entry"},
             {"index duplicated", H + N * nn + 4 * (e + 1), 4, grove_octree_entry_index(t)[e], -1,
-             GROVE_ERR_BAD_INPUT, "not ascending"},
+             GROVE_ERR_BAD_INPUT, "appears twice in the leaves"},
             {"point outside its leaf", xyz0 + 24 * e, 8, far_bits, -1, GROVE_ERR_BAD_INPUT,
              "lies outside the node's cube"},
             {"sample point moved", xyz0 + 8, 8, far_bits, -1, GROVE_ERR_BAD_INPUT,
@@ -693,6 +698,55 @@ static void bad_grove_files(tu_rng *r)
             write_all(p, b, glen);
             expect_load(work, GROVE_ERR_BAD_INPUT, "differs from the point's leaf entry",
                         "sample xyz changed");
+            free(b);
+        }
+        /* Files written before 2026-11-23 list each node's entries in ascending input order:
+         * they still load. A leaf in neither that order nor Morton order does not. */
+        if (g) {
+            const grove_octree_node *nd = grove_octree_nodes(t);
+            unsigned char *b = (unsigned char *)tu_malloc(glen), *ix = NULL, tmp[24];
+            long rev = -1;
+            memcpy(b, g, glen);
+            ix = b + H + N * nn;
+            for (long k = 0; k < nn; k++)
+                for (uint64_t u = nd[k].begin + 1; u < nd[k].end; u++)
+                    for (uint64_t f = u;
+                         f > nd[k].begin && rd32(ix + 4 * (f - 1)) > rd32(ix + 4 * f); f--) {
+                        memcpy(tmp, ix + 4 * (f - 1), 4);
+                        memcpy(ix + 4 * (f - 1), ix + 4 * f, 4);
+                        memcpy(ix + 4 * f, tmp, 4);
+                        memcpy(tmp, b + xyz0 + 24 * (f - 1), 24);
+                        memcpy(b + xyz0 + 24 * (f - 1), b + xyz0 + 24 * f, 24);
+                        memcpy(b + xyz0 + 24 * f, tmp, 24);
+                    }
+            CHECK(memcmp(b, g, glen) != 0); /* some node was not in input order */
+            remove_dir(work);
+            copy_dir(good, work);
+            path_of(p, sizeof p, work, "grove.octree");
+            write_all(p, b, glen);
+            expect_load(work, GROVE_OK, "", "entries in ascending input order (older files)");
+            /* a leaf of >= 3 entries whose input positions do not fall all the way, reversed */
+            memcpy(b, g, glen);
+            for (long k = 0; k < nn && rev < 0; k++) {
+                int falls = 1;
+                if (nd[k].child_mask || nd[k].end - nd[k].begin < 3) continue;
+                for (uint64_t u = nd[k].begin + 1; u < nd[k].end; u++)
+                    falls = falls && rd32(ix + 4 * (u - 1)) > rd32(ix + 4 * u);
+                if (!falls) rev = k;
+            }
+            CHECK(rev >= 0);
+            if (rev >= 0)
+                for (uint64_t u = nd[rev].begin, f = nd[rev].end - 1; u < f; u++, f--) {
+                    memcpy(tmp, ix + 4 * u, 4);
+                    memcpy(ix + 4 * u, ix + 4 * f, 4);
+                    memcpy(ix + 4 * f, tmp, 4);
+                    memcpy(tmp, b + xyz0 + 24 * u, 24);
+                    memcpy(b + xyz0 + 24 * u, b + xyz0 + 24 * f, 24);
+                    memcpy(b + xyz0 + 24 * f, tmp, 24);
+                }
+            write_all(p, b, glen);
+            expect_load(work, GROVE_ERR_BAD_INPUT, "not after the previous entry in Morton order",
+                        "leaf entries reversed");
             free(b);
         }
         free(g);

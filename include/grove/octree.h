@@ -14,12 +14,15 @@
  *   - the root always exists; a node at depth < max_depth whose subtree holds more than
  *     max_points points is an inner node, and its non-empty octants are its children; every
  *     other node is a leaf (so a leaf at max_depth may hold more than max_points);
- *   - a leaf's entries are its points in ascending input order;
+ *   - a leaf's entries are its points;
  *   - an inner node's entries are its level-of-detail sample: over a lod_grid^3 voxel grid of
  *     its cube, one point per occupied voxel, the one nearest the voxel's centre (measured on a
  *     sub-grid of at most 2^15 steps per voxel side, in exact integer arithmetic), ties by
- *     smaller input position; the sample is in ascending input order too. lod_grid 0: inner
- *     nodes have no entries.
+ *     smaller input position. lod_grid 0: inner nodes have no entries;
+ *   - a node's entries are in the points' Morton order: ascending by the Morton code of q (the
+ *     octant digits o of levels 0 to 29, level 0 first: 90 bits), points with equal q by
+ *     smaller input position. (In that order every node's points are one range, so the GPU
+ *     places all entries in one pass.)
  * Nodes are stored breadth-first; a node's children are consecutive, in ascending octant order.
  * Entries of all nodes are concatenated in node order; each entry has its input position and
  * its coordinates (double, as given), so queries need nothing else.

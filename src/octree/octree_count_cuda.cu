@@ -82,31 +82,54 @@ __global__ void quantize_morton_kernel(const double *__restrict__ xyz, size_t n,
 {
     const size_t i = blockIdx.x * (size_t)kBlock + threadIdx.x;
     if (i >= n) return;
-    const uint32_t x = grove__ot_quantize(xyz[3 * i], lo0, to_grid);
-    const uint32_t y = grove__ot_quantize(xyz[3 * i + 1], lo1, to_grid);
-    const uint32_t z = grove__ot_quantize(xyz[3 * i + 2], lo2, to_grid);
-    key[i] = ot_spread21(x >> 9) | ot_spread21(y >> 9) << 1 | ot_spread21(z >> 9) << 2;
+    const uint32_t p[3] = {grove__ot_quantize(xyz[3 * i], lo0, to_grid),
+                           grove__ot_quantize(xyz[3 * i + 1], lo1, to_grid),
+                           grove__ot_quantize(xyz[3 * i + 2], lo2, to_grid)};
+    key[i] = grove__ot_morton_hi(p);
     idx[i] = (uint32_t)i;
 }
 
 /* Position j gets point perm[j]'s coordinates and grid coordinates. One random read of the
  * point (a random read of q would cost as much: DRAM moves 64 bytes either way), after which
- * the entries' gather reads coordinates by position, from a window of the size of a node. */
+ * the entries' placement reads coordinates by position. It also sets *deep as deep_kernel
+ * does (below), with the previous position's q from the lane before (lane 0 quantizes that
+ * point itself). */
 __global__ void permute_points_kernel(const uint32_t *__restrict__ perm, size_t n,
                                       const double *__restrict__ xyz, double lo0, double lo1,
                                       double lo2, double to_grid, uint32_t *__restrict__ q,
-                                      double *__restrict__ xyzm)
+                                      double *__restrict__ xyzm, uint32_t *__restrict__ deep)
 {
     const size_t j = blockIdx.x * (size_t)kBlock + threadIdx.x;
-    if (j >= n) return;
-    const size_t i = perm[j];
-    const double x = xyz[3 * i], y = xyz[3 * i + 1], z = xyz[3 * i + 2];
-    q[3 * j] = grove__ot_quantize(x, lo0, to_grid);
-    q[3 * j + 1] = grove__ot_quantize(y, lo1, to_grid);
-    q[3 * j + 2] = grove__ot_quantize(z, lo2, to_grid);
-    xyzm[3 * j] = x;
-    xyzm[3 * j + 1] = y;
-    xyzm[3 * j + 2] = z;
+    const bool in = j < n; /* no early return: the warp shuffles below */
+    const int lane = threadIdx.x & 31;
+    uint32_t a[3] = {0, 0, 0}, b[3];
+    if (in) {
+        const size_t i = perm[j];
+        const double x = xyz[3 * i], y = xyz[3 * i + 1], z = xyz[3 * i + 2];
+        a[0] = grove__ot_quantize(x, lo0, to_grid);
+        a[1] = grove__ot_quantize(y, lo1, to_grid);
+        a[2] = grove__ot_quantize(z, lo2, to_grid);
+        q[3 * j] = a[0];
+        q[3 * j + 1] = a[1];
+        q[3 * j + 2] = a[2];
+        xyzm[3 * j] = x;
+        xyzm[3 * j + 1] = y;
+        xyzm[3 * j + 2] = z;
+    }
+    for (int c = 0; c < 3; c++) b[c] = __shfl_up_sync(~0u, a[c], 1);
+    if (!in || j == 0) return;
+    if (lane == 0) {
+        const size_t i = perm[j - 1];
+        b[0] = grove__ot_quantize(xyz[3 * i], lo0, to_grid);
+        b[1] = grove__ot_quantize(xyz[3 * i + 1], lo1, to_grid);
+        b[2] = grove__ot_quantize(xyz[3 * i + 2], lo2, to_grid);
+    }
+    bool same_key = true, same_q = true;
+    for (int c = 0; c < 3; c++) {
+        same_key = same_key && (a[c] >> 9) == (b[c] >> 9);
+        same_q = same_q && a[c] == b[c];
+    }
+    if (same_key && !same_q) *deep = 1u;
 }
 
 /* ---- 1-3. counting and spilling ---- */
@@ -141,11 +164,31 @@ __device__ __forceinline__ void count_run(const Pool &P, uint32_t node, uint32_t
     }
 }
 
+/* A thread's run of consecutive points with the same leaf: a new leaf flushes the run so far
+ * to count_run. */
+struct Run {
+    uint32_t node, len;
+    __device__ __forceinline__ void push(const Pool &P, uint32_t leaf, int max_depth,
+                                         uint32_t max_points)
+    {
+        if (leaf != node) {
+            flush(P, max_depth, max_points);
+            node = leaf;
+        }
+        len++;
+    }
+    __device__ __forceinline__ void flush(const Pool &P, int max_depth, uint32_t max_points)
+    {
+        if (len) count_run(P, node, len, max_depth, max_points);
+        len = 0;
+    }
+};
+
 __global__ void find_kernel(Pool P, const uint32_t *__restrict__ q, size_t begin, size_t end,
                             uint32_t *__restrict__ leaf, int max_depth, uint32_t max_points)
 {
     const size_t i0 = begin + blockIdx.x * (size_t)kBlock * kPerThread + threadIdx.x;
-    uint32_t run = kNone, len = 0;
+    Run run = {kNone, 0};
     for (int k = 0; k < kPerThread; k++) {
         const size_t i = i0 + (size_t)k * kBlock;
         if (i >= end) break;
@@ -153,21 +196,16 @@ __global__ void find_kernel(Pool P, const uint32_t *__restrict__ q, size_t begin
         load_q(q, i, p);
         for (int d = 0; (c = P.child[node]) != kNone; d++) node = c + grove__ot_octant(p, d);
         leaf[i] = node;
-        if (node != run) {
-            if (len) count_run(P, run, len, max_depth, max_points);
-            run = node;
-            len = 0;
-        }
-        len++;
+        run.push(P, node, max_depth, max_points);
     }
-    if (len) count_run(P, run, len, max_depth, max_points);
+    run.flush(P, max_depth, max_points);
 }
 
 __global__ void descend_kernel(Pool P, const uint32_t *__restrict__ q, size_t end,
                                uint32_t *__restrict__ leaf, int max_depth, uint32_t max_points)
 {
     const size_t i0 = blockIdx.x * (size_t)kBlock * kPerThread + threadIdx.x;
-    uint32_t run = kNone, len = 0;
+    Run run = {kNone, 0};
     for (int k = 0; k < kPerThread; k++) {
         const size_t i = i0 + (size_t)k * kBlock;
         if (i >= end) break;
@@ -178,14 +216,9 @@ __global__ void descend_kernel(Pool P, const uint32_t *__restrict__ q, size_t en
         load_q(q, i, p);
         node = c + grove__ot_octant(p, P.depth[node]);
         leaf[i] = node;
-        if (node != run) {
-            if (len) count_run(P, run, len, max_depth, max_points);
-            run = node;
-            len = 0;
-        }
-        len++;
+        run.push(P, node, max_depth, max_points);
     }
-    if (len) count_run(P, run, len, max_depth, max_points);
+    run.flush(P, max_depth, max_points);
 }
 
 __global__ void split_kernel(Pool P, uint32_t ns, uint32_t base)
@@ -201,9 +234,26 @@ __global__ void split_kernel(Pool P, uint32_t ns, uint32_t base)
 
 /* ---- Morton order (morton_kernel and permute_kernel: octree_morton.cuh) ---- */
 
+/* Sets *flag when two neighbouring positions have equal 63-bit keys (the same top 21 bits of
+ * q) but different grid points: only then does the Morton order need refining below level 21. */
+__global__ void deep_kernel(const uint32_t *__restrict__ q, size_t n, uint32_t *__restrict__ flag)
+{
+    const size_t j = blockIdx.x * (size_t)kBlock + threadIdx.x;
+    if (j == 0 || j >= n) return;
+    uint32_t a[3], b[3];
+    load_q(q, j, a);
+    load_q(q, j - 1, b);
+    bool same_key = true, same_q = true;
+    for (int c = 0; c < 3; c++) {
+        same_key = same_key && (a[c] >> 9) == (b[c] >> 9);
+        same_q = same_q && a[c] == b[c];
+    }
+    if (same_key && !same_q) *flag = 1u;
+}
+
 /* Refinement below level 21: runs of equal 63-bit key numbered (rid, from 1 on) and the octant
- * digits of levels 21..levels-1 appended, so that sorting by the result orders every cell of up
- * to `levels` levels into one run. */
+ * digits of levels 21..29 appended, so that sorting by the result orders the points by their
+ * whole Morton code (ties keep input order: the sort is stable). */
 __global__ void run_head_kernel(const u64 *__restrict__ key, size_t n, uint32_t *__restrict__ head)
 {
     const size_t j = blockIdx.x * (size_t)kBlock + threadIdx.x;
@@ -212,16 +262,13 @@ __global__ void run_head_kernel(const u64 *__restrict__ key, size_t n, uint32_t 
 }
 
 __global__ void refine_key_kernel(const uint32_t *__restrict__ rid, const uint32_t *__restrict__ q,
-                                  size_t n, int levels, u64 *__restrict__ key,
-                                  uint32_t *__restrict__ pos)
+                                  size_t n, u64 *__restrict__ key, uint32_t *__restrict__ pos)
 {
     const size_t j = blockIdx.x * (size_t)kBlock + threadIdx.x;
     if (j >= n) return;
     uint32_t p[3];
     load_q(q, j, p);
-    u64 k = rid[j] - 1u;
-    for (int l = 21; l < levels; l++) k = (k << 3) | grove__ot_octant(p, l);
-    key[j] = k;
+    key[j] = (u64)(rid[j] - 1u) << 27 | grove__ot_morton_lo(p);
     pos[j] = (uint32_t)j;
 }
 
@@ -429,10 +476,28 @@ grove_status morton_order(Build &B, bool counted)
     return sort_and_permute(B, key, idx, counted);
 }
 
-/* Refines the Morton order below level 21 so that every cell of up to `levels` (22..30) levels
- * is one run too: a stable sort by (run of equal 63-bit key, octant digits of levels 21 to
- * levels - 1), at most 32 + 27 bits. Only trees whose samples reach below level 21 need it. */
-grove_status refine_order(Build &B, int levels)
+grove_status needs_refining(Build &B, bool *yes)
+{
+    uint32_t h = 0;
+    *yes = false;
+    if (B.n < 2) return GROVE_OK;
+    if (!B.deep) { /* the device-resident build's permutation has set it already */
+        GROVE_TRY(B.A.get(&B.deep, 1, "octree refinement flag"));
+        GROVE_CUDA_TRY(B.ctx, cudaMemsetAsync(B.deep, 0, sizeof *B.deep, B.A.s),
+                       "octree refinement flag");
+        deep_kernel<<<blocks_for(B.n), kBlock, 0, B.A.s>>>(B.q, B.n, B.deep);
+        GROVE_CUDA_LAUNCHED(B.ctx, "octree refinement test kernel");
+    }
+    GROVE_TRY(grove__cuda_d2h(B.ctx, &h, B.deep, sizeof h, B.A.s));
+    GROVE_TRY(grove__cuda_sync(B.ctx, B.A.s, "octree refinement test"));
+    *yes = h != 0;
+    return GROVE_OK;
+}
+
+/* Refines the Morton order below level 21 so that every cell of every level is one run: a
+ * stable sort by (run of equal 63-bit key, octant digits of levels 21 to 29), at most 32 + 27
+ * bits. Only clouds with points closer than a level-21 cell that still differ need it. */
+grove_status refine_order(Build &B)
 {
     grove_ctx *ctx = B.ctx;
     const cudaStream_t s = B.A.s;
@@ -457,14 +522,13 @@ grove_status refine_order(Build &B, int levels)
     GROVE_TRY(grove__cuda_sync(ctx, s, "octree run count"));
     GROVE_TRY(B.A.get(&key, n, "octree refined keys"));
     GROVE_TRY(B.A.get(&pos, n, "octree refined positions"));
-    refine_key_kernel<<<blocks_for(n), kBlock, 0, s>>>(rid, B.q, n, levels, key, pos);
+    refine_key_kernel<<<blocks_for(n), kBlock, 0, s>>>(rid, B.q, n, key, pos);
     GROVE_CUDA_LAUNCHED(ctx, "octree refine key kernel");
     B.A.put(rid);
     GROVE_TRY(B.A.get(&B.rkey, n, "octree sorted refined keys"));
     GROVE_TRY(B.A.get(&spos, n, "octree refined order"));
-    GROVE_TRY(sort_pairs(B, key, B.rkey, pos, spos, n, 0,
-                         bits_for(runs - 1u) + 3 * (levels - 21), "octree refining sort"));
-    B.rlevels = levels;
+    GROVE_TRY(sort_pairs(B, key, B.rkey, pos, spos, n, 0, bits_for(runs - 1u) + 27,
+                         "octree refining sort"));
     B.A.put(key);
     B.A.put(pos);
     uint32_t *leaf2;
@@ -513,9 +577,12 @@ grove_status build_points_on_device(Build &B, const double *d_xyz)
     B.A.put(key);
     B.A.put(idx);
     GROVE_TRY(B.A.get(&B.xyzm, 3 * n, "octree coordinates in Morton order"));
+    GROVE_TRY(B.A.get(&B.deep, 1, "octree refinement flag"));
+    GROVE_CUDA_TRY(B.ctx, cudaMemsetAsync(B.deep, 0, sizeof *B.deep, B.A.s),
+                   "octree refinement flag");
     if (n) {
         permute_points_kernel<<<blocks_for(n), kBlock, 0, B.A.s>>>(
-            B.perm, n, d_xyz, t->lo[0], t->lo[1], t->lo[2], t->to_grid, B.q, B.xyzm);
+            B.perm, n, d_xyz, t->lo[0], t->lo[1], t->lo[2], t->to_grid, B.q, B.xyzm, B.deep);
         GROVE_CUDA_LAUNCHED(B.ctx, "octree permute kernel");
     }
     /* All points are here at once: counted in Morton order, a warp's points share one or two

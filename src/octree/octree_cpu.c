@@ -10,9 +10,9 @@
  * batches and this one, move one level down (every point keeps its leaf id) and are counted
  * again, until no leaf is over. Counters only grow, so a node splits exactly when its final
  * subtree holds more than max_points: the tree is octree.h's, whatever the batch size or the
- * thread timing. Then the points are placed into their leaves in ascending input order, the
- * nodes are laid out breadth-first with the empty octants pruned, and every inner node gets
- * its level-of-detail sample.
+ * thread timing. Then the nodes are laid out breadth-first with the empty octants pruned, the
+ * points are put in Morton order (every node one range of it: a leaf's entries), and every
+ * inner node gets its level-of-detail sample, listed in that order too.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -236,8 +236,8 @@ static grove_status lay_out_nodes(build *b, grove_octree *t, uint32_t **order_ou
     return GROVE_OK;
 }
 
-/* Where each node's points start when the points are listed leaf by leaf in depth-first order:
- * a subtree is then one range, and a leaf's range is its points in ascending input order. */
+/* Where each node's points start when the points are listed leaf by leaf in depth-first order
+ * (which the Morton order of morton_perm does): a subtree is then one range. */
 static void dfs_starts(const grove_octree *t, uint64_t *start)
 {
     start[0] = 0;
@@ -378,9 +378,10 @@ static int cmp_unit_key(const void *x, const void *y)
     return (a->id > b->id) - (a->id < b->id);
 }
 
-/* Node k's sample: its units' winners, ascending. */
-static int gather_sample(const lod_unit *u, size_t nu, const lod_thread *w, uint32_t *dst,
-                         size_t n)
+/* Node k's sample: its units' winners (input positions) in the points' Morton order, which
+ * is ascending rank (rank[i]: point i's place in perm). */
+static int gather_sample(const lod_unit *u, size_t nu, const lod_thread *w, const uint32_t *perm,
+                         const uint32_t *rank, uint32_t *dst, size_t n)
 {
     size_t m = 0;
     for (size_t j = 0; j < nu; j++) {
@@ -388,54 +389,88 @@ static int gather_sample(const lod_unit *u, size_t nu, const lod_thread *w, uint
         memcpy(dst + m, w[u[j].thread].win + u[j].off, (size_t)u[j].num * sizeof *dst);
         m += (size_t)u[j].num;
     }
+    for (size_t j = 0; j < m; j++) dst[j] = rank[dst[j]];
     if (m < 4096) {
         grove__qt_sort_u32(dst, m);
     } else {
-        /* positions are below n: the radix sort skips the digits above */
+        /* ranks are below n: the radix sort skips the digits above */
         int bits = 1;
         while (bits < 32 && ((size_t)1 << bits) < n) bits++;
         if (grove__cpu_sort(NULL, GROVE_U32, dst, 0, NULL, m, 0, bits) != GROVE_OK) return -1;
     }
+    for (size_t j = 0; j < m; j++) dst[j] = perm[dst[j]];
     return 0;
 }
 
-/* perm: the points leaf by leaf from cursor[leaf] on, each leaf's in ascending input order (a
- * stable counting sort). In parallel when every thread can have a counter per node: thread t
- * takes the t-th slice of the input and starts each leaf after the earlier slices' points. */
-static void scatter_points(build *b, size_t n, size_t nn, uint64_t *cursor, uint32_t *perm)
+static int cmp_u64(const void *a, const void *b)
 {
-    const size_t nt = (size_t)b->nt;
-    uint64_t *hist = NULL;
-    if (nt > 1 && n >= 65536 && nn * nt <= n / 4)
-        hist = (uint64_t *)calloc(nt * nn, sizeof *hist);
-    if (!hist) {
-        for (size_t i = 0; i < n; i++) perm[cursor[b->nodes[b->leaf[i]].fid]++] = (uint32_t)i;
-        return;
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sorts the run perm[a, e) of points with the same 63-bit code by (lo code, input position)
+ * when their grid points differ below level 21 (a dense spot). */
+static int refine_run(const uint32_t *q, uint32_t *perm, size_t a, size_t e)
+{
+    int differ = 0;
+    for (size_t j = a + 1; j < e && !differ; j++)
+        differ = memcmp(q + 3 * (size_t)perm[j], q + 3 * (size_t)perm[a], 12) != 0;
+    if (!differ) return 0;
+    uint64_t *k = (uint64_t *)malloc((e - a) * sizeof *k);
+    if (!k) return -1;
+    for (size_t j = a; j < e; j++)
+        k[j - a] = (uint64_t)grove__ot_morton_lo(q + 3 * (size_t)perm[j]) << 32 | perm[j];
+    qsort(k, e - a, sizeof *k, cmp_u64);
+    for (size_t j = a; j < e; j++) perm[j] = (uint32_t)k[j - a];
+    free(k);
+    return 0;
+}
+
+/* perm: the points in Morton order (octree.h: ascending 90-bit code of q, ties by input
+ * position), which lists them leaf by leaf in depth-first order, every node's points one range:
+ * a stable radix sort by the code's top 63 bits, then the rare runs of equal top bits whose
+ * points differ further down sorted by the rest. */
+static grove_status morton_perm(build *b, size_t n, uint32_t *perm)
+{
+    uint64_t *key = (uint64_t *)malloc((n ? n : 1) * sizeof *key);
+    int fail = 0;
+    if (!key)
+        return grove__error(b->ctx, GROVE_ERR_OUT_OF_MEMORY,
+                            "grove_octree_build: out of memory for %zu Morton codes", n);
+#pragma omp parallel for num_threads(b->nt) schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) {
+        key[i] = grove__ot_morton_hi(b->q + 3 * i);
+        perm[i] = (uint32_t)i;
     }
-#pragma omp parallel num_threads(b->nt)
-    {
-#ifdef _OPENMP
-        size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
-#else
-        size_t t = 0, T = 1;
-#endif
-        size_t i0 = n / T * t + (t < n % T ? t : n % T);
-        size_t i1 = i0 + n / T + (t < n % T);
-        uint64_t *h = hist + t * nn;
-        for (size_t i = i0; i < i1; i++) h[b->nodes[b->leaf[i]].fid]++;
-#pragma omp barrier
-#pragma omp single
-        for (size_t k = 0; k < nn; k++) {
-            uint64_t at = cursor[k];
-            for (size_t u = 0; u < T; u++) {
-                uint64_t c = hist[u * nn + k];
-                hist[u * nn + k] = at;
-                at += c;
+    grove_status st = grove__cpu_sort(b->ctx, GROVE_U64, key, sizeof *perm, perm, n, 0, 63);
+    if (st != GROVE_OK) {
+        free(key);
+        return st;
+    }
+    /* each chunk takes the runs that start in it */
+    const size_t chunk = 65536, nchunks = (n + chunk - 1) / chunk;
+#pragma omp parallel for num_threads(b->nt) schedule(dynamic, 1) if (nchunks > 1)
+    for (size_t c = 0; c < nchunks; c++) {
+        const size_t e = (c + 1) * chunk < n ? (c + 1) * chunk : n;
+        for (size_t j = c * chunk; j < e;) {
+            size_t r = j + 1;
+            if (j > 0 && key[j] == key[j - 1]) { /* not a run's head */
+                j++;
+                continue;
             }
+            while (r < n && key[r] == key[j]) r++;
+            if (r - j > 1 && refine_run(b->q, perm, j, r)) {
+#pragma omp atomic write
+                fail = 1;
+            }
+            j = r;
         }
-        for (size_t i = i0; i < i1; i++) perm[h[b->nodes[b->leaf[i]].fid]++] = (uint32_t)i;
     }
-    free(hist);
+    free(key);
+    if (fail)
+        return grove__error(b->ctx, GROVE_ERR_OUT_OF_MEMORY,
+                            "grove_octree_build: out of memory ordering %zu points", n);
+    return GROVE_OK;
 }
 
 /* Everything after the counting: entries of the leaves and the samples of the inner nodes. */
@@ -446,7 +481,8 @@ static grove_status place_and_sample(build *b, const double *xyz, grove_octree *
     const size_t n = t->n;
     const int g = grove__ot_log2_grid(t->opts.lod_grid);
     uint32_t *order = NULL, *perm = NULL, *unit_first = NULL;
-    uint64_t *start = NULL, *cursor = NULL, *count = NULL;
+    uint32_t *rank = NULL;
+    uint64_t *start = NULL, *count = NULL;
     lod_unit *units = NULL;
     unit_key *keys = NULL;
     lod_thread *w = NULL;
@@ -457,27 +493,30 @@ static grove_status place_and_sample(build *b, const double *xyz, grove_octree *
     GROVE_TRY_END(st, lay_out_nodes(b, t, &order));
     nn = t->num_nodes;
     start = (uint64_t *)malloc(nn * sizeof *start);
-    cursor = (uint64_t *)malloc(nn * sizeof *cursor);
     count = (uint64_t *)malloc((nn + 1) * sizeof *count);
     perm = (uint32_t *)malloc((n ? n : 1) * sizeof *perm);
-    if (!start || !cursor || !count || !perm) {
+    if (!start || !count || !perm) {
         st = grove__error(b->ctx, GROVE_ERR_OUT_OF_MEMORY,
                           "grove_octree_build: out of memory placing %zu points", n);
         goto _end;
     }
     dfs_starts(t, start);
-    memcpy(cursor, start, nn * sizeof *cursor);
-    scatter_points(b, n, nn, cursor, perm);
+    GROVE_TRY_END(st, morton_perm(b, n, perm));
     /* The samples read the grid coordinates unit by unit: in perm's order they stream. */
     if (g > 0 && n > 0) {
         uint32_t *qp = (uint32_t *)malloc(3 * n * sizeof *qp);
-        if (!qp) {
+        rank = (uint32_t *)malloc(n * sizeof *rank);
+        if (!qp || !rank) {
+            free(qp);
             st = grove__error(b->ctx, GROVE_ERR_OUT_OF_MEMORY,
                               "grove_octree_build: out of memory placing %zu points", n);
             goto _end;
         }
 #pragma omp parallel for num_threads(b->nt) schedule(static) if (n > 65536)
-        for (size_t k = 0; k < n; k++) memcpy(qp + 3 * k, b->q + 3 * (size_t)perm[k], 12);
+        for (size_t k = 0; k < n; k++) {
+            memcpy(qp + 3 * k, b->q + 3 * (size_t)perm[k], 12);
+            rank[perm[k]] = (uint32_t)k;
+        }
         free(b->q);
         b->q = qp;
     }
@@ -574,7 +613,7 @@ static grove_status place_and_sample(build *b, const double *xyz, grove_octree *
         if (nd->first_child == NONE)
             memcpy(dst, perm + start[k], (size_t)nd->total * sizeof *dst);
         else if (g > 0 && gather_sample(units + unit_first[k], unit_first[k + 1] - unit_first[k],
-                                        w, dst, n)) {
+                                        w, perm, rank, dst, n)) {
 #pragma omp atomic write
             fail = 1;
         }
@@ -603,7 +642,7 @@ _end:
     free(w);
     free(order);
     free(start);
-    free(cursor);
+    free(rank);
     free(count);
     free(perm);
     free(units);

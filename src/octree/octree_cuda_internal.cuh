@@ -4,9 +4,9 @@
  * host functions of each phase.
  *   octree_count_cuda.cu  box, quantization, Morton order, counting and spilling (+ the
  *                         counting pass alone for the benchmark);
- *   octree_lod_cuda.cu    the entry keys: each point's leaf and its level-of-detail wins, in one
- *                         pass over the Morton-ordered points;
- *   octree_place_cuda.cu  layout, entry sort, bounds and gather, download;
+ *   octree_lod_cuda.cu    the level-of-detail wins of every point, in one pass over the
+ *                         Morton-ordered points;
+ *   octree_place_cuda.cu  layout, the entries placed in one pass, download;
  *   octree_cuda.cu        the entry points and the queries.
  */
 #ifndef GROVE_OCTREE_CUDA_INTERNAL_CUH
@@ -125,14 +125,14 @@ struct Build {
     uint32_t *perm;     /* position -> input position once in Morton order; NULL before */
     double *xyzm;       /* device-resident build: the points' coordinates by position */
     u64 *skey;          /* the positions' 63-bit Morton keys (levels 0..20) */
-    u64 *rkey;          /* after refine_order: the refined keys (levels 0..rlevels - 1) */
-    int rlevels;
+    u64 *rkey;          /* after refine_order: the refined keys (all 30 levels) */
+    uint32_t *deep;     /* set (non-zero) when the Morton order needs refining; NULL: not known */
     Pool P;
     size_t pool_size, pool_cap;
     uint32_t spill_rounds;
     Build(grove_ctx *c, grove_octree *tr)
         : ctx(c), A(c), t(tr), n(tr->n), q(NULL), leaf(NULL), perm(NULL), xyzm(NULL), skey(NULL),
-          rkey(NULL), rlevels(0)
+          rkey(NULL), deep(NULL)
     {
         memset(&P, 0, sizeof P);
         pool_size = pool_cap = 0;
@@ -145,15 +145,17 @@ struct HostLayout {
     Node *nodes;
     uint32_t *final_of; /* pool id -> final id */
     uint32_t *parent;   /* final id -> final id of the parent (kNone for the root) */
+    uint64_t *dstart;   /* final id -> its first position in Morton order */
     size_t num_nodes;
     int depth, inner_depth; /* deepest node, deepest inner node (-1: none) */
-    HostLayout() : nodes(NULL), final_of(NULL), parent(NULL), num_nodes(0), depth(0),
-                   inner_depth(-1) {}
+    HostLayout() : nodes(NULL), final_of(NULL), parent(NULL), dstart(NULL), num_nodes(0),
+                   depth(0), inner_depth(-1) {}
     ~HostLayout()
     {
         free(nodes);
         free(final_of);
         free(parent);
+        free(dstart);
     }
 };
 
@@ -189,16 +191,17 @@ grove_status quantize_batch(Build &B, const double *d_batch, size_t b, size_t m)
 grove_status count_batch(Build &B, size_t begin, size_t end);
 /* Puts the positions in Morton order (counted: B.leaf is permuted too). */
 grove_status morton_order(Build &B, bool counted);
-/* Refines the Morton order so that every cell of up to `levels` (22..30) levels is a run. */
-grove_status refine_order(Build &B, int levels);
+/* Whether the Morton order of the 63-bit keys must be refined: some points with equal keys
+ * differ further down (q in Morton order). */
+grove_status needs_refining(Build &B, bool *yes);
+/* Refines the Morton order to all 30 levels: every cell of every level is then a run. */
+grove_status refine_order(Build &B);
 
 /* ---- octree_lod_cuda.cu ---- */
 
-/* The entries as (final node, position) pairs, leaves' points in input order then the samples
- * in input order (positions: Morton order, the gather's index into perm and xyzm): *key and *val
- * hold n + *S pairs (arena buffers of B). */
-grove_status entry_pairs(Build &B, const HostLayout &L, uint32_t **key, uint32_t **val,
-                         size_t *S);
+/* The samples: *marks (an arena buffer of B, n words; NULL when there are none) gets, per
+ * position, bit d set when its point wins its voxel at depth d. */
+grove_status sample_marks(Build &B, const HostLayout &L, uint32_t **marks);
 
 /* ---- octree_place_cuda.cu ---- */
 

@@ -66,6 +66,34 @@ GROVE__OT_FN unsigned grove__ot_octant(const uint32_t q[3], int d)
     return ((q[0] >> b) & 1u) | (((q[1] >> b) & 1u) << 1) | (((q[2] >> b) & 1u) << 2);
 }
 
+/* The Morton code of grid point q in two parts, octant digits (x lowest bit of a digit) with
+ * level 0 on top: hi = levels 0..20 (63 bits: the top 21 bits of each axis), lo = levels
+ * 21..29 (27 bits). The points' Morton order (octree.h) is ascending (hi, lo), ties by input
+ * position. */
+/* The low 21 bits of v spread to every third bit. */
+GROVE__OT_FN uint64_t grove__ot_spread(uint32_t v)
+{
+    uint64_t x = v & 0x1FFFFFu;
+    x = (x | x << 32) & 0x1F00000000FFFFull;
+    x = (x | x << 16) & 0x1F0000FF0000FFull;
+    x = (x | x << 8) & 0x100F00F00F00F00Full;
+    x = (x | x << 4) & 0x10C30C30C30C30C3ull;
+    x = (x | x << 2) & 0x1249249249249249ull;
+    return x;
+}
+
+GROVE__OT_FN uint64_t grove__ot_morton_hi(const uint32_t q[3])
+{
+    return grove__ot_spread(q[0] >> 9) | grove__ot_spread(q[1] >> 9) << 1 |
+           grove__ot_spread(q[2] >> 9) << 2;
+}
+
+GROVE__OT_FN uint32_t grove__ot_morton_lo(const uint32_t q[3])
+{
+    return (uint32_t)(grove__ot_spread(q[0] & 511u) | grove__ot_spread(q[1] & 511u) << 1 |
+                      grove__ot_spread(q[2] & 511u) << 2);
+}
+
 /* Voxel of q in the lod grid (2^g per side) of its node at depth d, as a linear index
  * x + G (y + G z), and the squared distance of q from that voxel's centre on the sub-grid:
  * s = 30 - d - g bits of q lie inside the voxel; only the top min(s, 15) of them count. Each

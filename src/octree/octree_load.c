@@ -167,8 +167,19 @@ static grove_status check_nodes(grove_ctx *ctx, const char *path, const grove_oc
     return GROVE_OK;
 }
 
-/* The entries: every point in exactly one leaf, in ascending input order, inside its node's
- * cell; every sample entry a copy of a point of its subtree. */
+/* Point (qa, ia) comes before point (qb, ib) in the points' Morton order (octree.h). */
+static int morton_before(const uint32_t qa[3], uint32_t ia, const uint32_t qb[3], uint32_t ib)
+{
+    uint64_t ha = grove__ot_morton_hi(qa), hb = grove__ot_morton_hi(qb);
+    uint32_t la = grove__ot_morton_lo(qa), lb = grove__ot_morton_lo(qb);
+    if (ha != hb) return ha < hb;
+    if (la != lb) return la < lb;
+    return ia < ib;
+}
+
+/* The entries: every point in exactly one leaf, inside its node's cell; every node's entries
+ * in the points' Morton order (or, in older files, ascending input order); every sample entry a
+ * copy of a point of its subtree. */
 static grove_status check_entries(grove_ctx *ctx, const char *path, const grove_octree *t)
 {
     size_t n = t->n;
@@ -180,17 +191,14 @@ static grove_status check_entries(grove_ctx *ctx, const char *path, const grove_
         for (size_t i = 0; i < t->num_nodes && st == GROVE_OK; i++) {
             const grove_octree_node *p = &t->nodes[i];
             int leaf = p->child_mask == 0, sh = GROVE_OCTREE_BITS - p->depth;
+            uint32_t qp[3] = {0, 0, 0}, qc[3] = {0, 0, 0}, vp = 0; /* the previous entry's */
+            /* Morton order (octree.h); files written before 2026-11-23 list a node's entries
+             * in ascending input order, which is accepted too (the queries need neither) */
+            int in_morton = 1, in_input = 1;
             if (leaf != (pass == 0)) continue; /* leaves first: the samples refer to them */
             for (uint64_t e = p->begin; e < p->end; e++) {
                 uint32_t v = t->index[e];
                 const double *x = t->xyz + 3 * e;
-                if (v >= n || (e > p->begin && t->index[e - 1] >= v)) {
-                    st = grove__error(ctx, GROVE_ERR_BAD_INPUT,
-                                      "%s: node %zu: entry %llu: input position %u is out of "
-                                      "range (%zu points) or not ascending",
-                                      path, i, (unsigned long long)e, v, n);
-                    break;
-                }
                 for (int a = 0; a < 3; a++) {
                     uint32_t q = grove__ot_quantize(x[a], t->lo[a], t->to_grid);
                     if (!(x[a] - t->lo[a] >= 0.0 && x[a] - t->lo[a] <= t->side) ||
@@ -201,13 +209,29 @@ static grove_status check_entries(grove_ctx *ctx, const char *path, const grove_
                                           path, i, (unsigned long long)e, v);
                         break;
                     }
+                    qc[a] = q;
                 }
+                if (st != GROVE_OK) break;
+                if (e > p->begin) {
+                    in_morton = in_morton && morton_before(qp, vp, qc, v);
+                    in_input = in_input && vp < v;
+                }
+                if (v >= n || (!in_morton && !in_input)) {
+                    st = grove__error(ctx, GROVE_ERR_BAD_INPUT,
+                                      "%s: node %zu: entry %llu: input position %u is out of "
+                                      "range (%zu points) or not after the previous entry in "
+                                      "Morton order",
+                                      path, i, (unsigned long long)e, v, n);
+                    break;
+                }
+                memcpy(qp, qc, sizeof qp);
+                vp = v;
                 if (st != GROVE_OK) break;
                 if (leaf) {
                     if (where[v] != UINT64_MAX) {
                         st = grove__error(ctx, GROVE_ERR_BAD_INPUT,
-                                          "%s: point %u appears in two leaves (entries %llu and "
-                                          "%llu)",
+                                          "%s: point %u appears twice in the leaves "
+                                          "(entries %llu and %llu)",
                                           path, v, (unsigned long long)where[v],
                                           (unsigned long long)e);
                         break;

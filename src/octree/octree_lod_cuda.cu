@@ -1,10 +1,9 @@
 /*
- * octree_lod_cuda.cu - the entries' keys of the CUDA octree build: (final node, position)
- * pairs, every point's leaf pair in input order, then the level-of-detail samples in input
- * order (a point's entries for several depths together), ready for the one stable sort by node
- * in octree_place_cuda.cu.
+ * octree_lod_cuda.cu - the level-of-detail samples of the CUDA octree build: for every position
+ * (the points in Morton order), the depths at which its point wins its voxel (bit d of
+ * marks[position]), for octree_place_cuda.cu to place the entries.
  *
- * The points are in Morton order (refined below level 21 when the samples reach deeper), so a
+ * The points are in Morton order (all 30 levels, refined below level 21 where needed), so a
  * voxel of an inner node of depth d, a cell of d + log2(lod_grid) levels, is one run of
  * positions, and its sample point is the run's minimum of (dist2 << 32 | input position): exact,
  * nearest first, ties to the smaller input position (dist2 < 2^32). The voxels of every depth
@@ -13,20 +12,13 @@
  * once, and for each depth runs a segmented arg-min over the tile (a warp scan; no block
  * barrier, so the warps of a block hide each other's latency); a run that lies inside the tile
  * marks its winner in shared memory, and the tile's first and last runs also leave (voxel key,
- * partial minimum) in two slots per tile and depth. A run that crosses a tile edge is then
- * resolved from the slots alone (a reduce-by-key over 2 slots a tile: equal keys in
- * neighbouring slots are exactly the crossing runs) and its winner marked (fix_kernel).
- * Each point's marks (bit d: its voxel's winner at depth d), its final leaf and its Morton
- * position go to its input position in one 16-byte word; a scan of the marks' popcounts in input
- * order places the samples, and emit_kernel writes the pairs (a point's node at depth d is its
- * leaf's ancestor) with the Morton position as the value, so that the gather reads perm and the
- * Morton-ordered coordinates near each other for the entries of one node.
+ * partial minimum and its position) in two slots per tile and depth. A run that crosses a tile
+ * edge is then resolved from the slots alone (a reduce-by-key over 2 slots a tile: equal keys in
+ * neighbouring slots are exactly the crossing runs) and its winner marked (fix_kernel). The
+ * marks are written by position, coalesced.
  */
 #include <cub/device/device_reduce.cuh>
-#include <cub/device/device_scan.cuh>
-#include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/discard_iterator.h>
-#include <thrust/iterator/transform_iterator.h>
 
 #include "octree_cuda_internal.cuh"
 
@@ -83,28 +75,23 @@ __device__ __forceinline__ void load_diffs(const u64 *__restrict__ key, size_t j
     }
 }
 
+/* A partial minimum and the position that holds it. */
+struct ValPos {
+    u64 v;
+    uint32_t pos, pad;
+};
+
 struct EntryArgs {
     const u64 *skey, *rkey; /* Morton keys (levels 0..20), refined keys (NULL: none) */
     const uint32_t *q, *perm, *leaf;
-    const uint32_t *final_of; /* pool id -> final node */
     const uint8_t *pdepth;    /* pool id -> depth */
     size_t n;
-    int g, rlevels, depths; /* log2(lod_grid), refined levels, inner depths 0..depths-1 */
-    u64 *slot_key, *slot_val; /* depths x 2 slots a tile */
+    int g, depths; /* log2(lod_grid), inner depths 0..depths-1 */
+    u64 *slot_key;            /* depths x 2 slots a tile */
+    ValPos *slot_val;
     size_t nslots;            /* 2 x tiles */
-    uint4 *rec;               /* per input position: final leaf, marks, position */
-    uint32_t *key, *val;      /* without samples: the leaf pairs, in input order */
+    uint32_t *marks;          /* per position: bit d, the point wins its voxel at depth d */
 };
-
-/* Without samples: the leaf pairs alone. */
-__global__ void leaf_entry_kernel(EntryArgs a)
-{
-    const size_t j = blockIdx.x * (size_t)kBlock + threadIdx.x;
-    if (j >= a.n) return;
-    const uint32_t i = a.perm[j];
-    a.key[i] = a.final_of[a.leaf[j]];
-    a.val[i] = (uint32_t)j;
-}
 
 /* Exclusive scan of x over the warp's lanes (lane 0 gets init); *total: the whole warp's. */
 __device__ __forceinline__ Seg warp_exclusive_scan(Seg x, int lane, Seg init, Seg *total)
@@ -158,20 +145,25 @@ __global__ void __launch_bounds__(kBlock, 2) entry_kernel(EntryArgs a)
     const bool has_prev = base > 0, has_next = base + kTile < n;
     const size_t last_j = (has_next ? base + kTile : n) - 1;
     for (int d = 0; d < a.depths; d++) {
+        /* A voxel is a cell of `levels` levels: a run of equal refined keys shifted by sh
+         * below level 21 when the order was refined, else of equal 63-bit keys (without the
+         * refinement, equal 63-bit keys mean equal grid points). */
         const int levels = d + a.g;
-        const bool refined = levels > 21;
-        const int sh = refined ? 3 * (a.rlevels - levels) : 3 * (21 - levels);
+        const bool refined = levels > 21 && a.rkey;
+        const int sh = refined ? 3 * (30 - levels) : (levels < 21 ? 3 * (21 - levels) : 0);
         const u64 *kk = refined ? a.rkey : a.skey;
         const uint8_t *h = refined ? hr : hs;
-        u64 *skey = a.slot_key + (size_t)d * a.nslots, *sval = a.slot_val + (size_t)d * a.nslots;
+        u64 *skey = a.slot_key + (size_t)d * a.nslots;
+        ValPos *sval = a.slot_val + (size_t)d * a.nslots;
         int any = 0;
         for (int k = 0; k < kItems; k++) any |= j0 + k < n && ld[k] > d;
         if (!__any_sync(~0u, any)) { /* no inner node here: no voxel of depth d */
             if (lane == 0) {
+                const ValPos none = {kEmpty, 0u, 0u};
                 skey[2 * tile] = kk[base] >> sh;
-                sval[2 * tile] = kEmpty;
+                sval[2 * tile] = none;
                 skey[2 * tile + 1] = kk[last_j] >> sh;
-                sval[2 * tile + 1] = kEmpty;
+                sval[2 * tile + 1] = none;
             }
             continue;
         }
@@ -216,92 +208,57 @@ __global__ void __launch_bounds__(kBlock, 2) entry_kernel(EntryArgs a)
             if (first || last) {
                 const size_t j = j0 + k < n ? j0 + k : n - 1;
                 const u64 vk = kk[j] >> sh;
+                const ValPos vp = {cur.v, (uint32_t)(base + cur.idx), 0u};
                 if (first) {
                     skey[2 * tile] = vk;
-                    sval[2 * tile] = cur.v;
+                    sval[2 * tile] = vp;
                 }
                 if (last) {
                     skey[2 * tile + 1] = vk;
-                    sval[2 * tile + 1] = cur.v;
+                    sval[2 * tile + 1] = vp;
                 }
             }
         }
     }
     __syncwarp();
     for (int k = 0; k < kItems; k++)
-        if (j0 + k < n)
-            a.rec[perm[k]] = make_uint4(a.final_of[a.leaf[j0 + k]], smask[lane * kItems + k],
-                                        (uint32_t)(j0 + k), 0u);
+        if (j0 + k < n) a.marks[j0 + k] = smask[lane * kItems + k];
 }
 
 /* The winners of the runs that cross tile edges (and again, harmlessly, those that do not). */
-__global__ void fix_kernel(const u64 *__restrict__ agg, const u64 *__restrict__ runs, int d,
-                           uint4 *__restrict__ rec)
+__global__ void fix_kernel(const ValPos *__restrict__ agg, const u64 *__restrict__ runs, int d,
+                           uint32_t *__restrict__ marks)
 {
     const size_t r = blockIdx.x * (size_t)kBlock + threadIdx.x;
     if (r >= *runs) return;
-    const u64 v = agg[r];
-    if (v != kEmpty) rec[(uint32_t)v].y |= 1u << d;
+    const ValPos v = agg[r];
+    if (v.v != kEmpty) marks[v.pos] |= 1u << d;
 }
 
-struct MinU64 {
-    __device__ u64 operator()(u64 a, u64 b) const { return b < a ? b : a; }
-};
-
-struct PopCount {
-    const uint4 *rec;
-    __device__ u64 operator()(size_t i) const { return (u64)__popc(rec[i].y); }
-};
-
-/* The pairs: point i's leaf pair at i, its samples from n + end[i] - popc(marks) on; its node
- * at depth d is its leaf's ancestor there. The pairs carry the point's Morton position. */
-__global__ void emit_kernel(const uint4 *__restrict__ rec, const u64 *__restrict__ end, size_t n,
-                            const uint32_t *__restrict__ parent,
-                            const uint8_t *__restrict__ ndepth, uint32_t *__restrict__ key,
-                            uint32_t *__restrict__ pos)
-{
-    const size_t i = blockIdx.x * (size_t)kBlock + threadIdx.x;
-    if (i >= n) return;
-    const uint4 r = rec[i];
-    uint32_t node = r.x, m = r.y;
-    key[i] = node;
-    pos[i] = r.z;
-    if (!m) return;
-    size_t o = n + end[i] - (u64)__popc(m);
-    int depth = ndepth[node];
-    while (m) {
-        const int d = 31 - __clz(m); /* deepest first: walk up */
-        m &= ~(1u << d);
-        while (depth > d) {
-            node = parent[node];
-            depth--;
-        }
-        key[o] = node;
-        pos[o] = r.z;
-        o++;
+struct MinValPos {
+    __device__ ValPos operator()(const ValPos &a, const ValPos &b) const
+    {
+        return b.v < a.v ? b : a;
     }
-}
+};
 
 } /* namespace */
 
 namespace grove__otc
 {
 
-grove_status entry_pairs(Build &B, const HostLayout &L, uint32_t **key_out, uint32_t **val_out,
-                         size_t *S_out)
+grove_status sample_marks(Build &B, const HostLayout &L, uint32_t **marks_out)
 {
     grove_ctx *ctx = B.ctx;
     grove_octree *t = B.t;
     const cudaStream_t s = B.A.s;
-    const size_t n = B.n, nn = L.num_nodes;
+    const size_t n = B.n;
     const int g = grove__ot_log2_grid(t->opts.lod_grid);
-    const bool lod = t->opts.lod_grid && L.inner_depth >= 0 && n;
     const size_t tiles = (n + kTile - 1) / kTile; /* one a warp */
     const size_t blocks = (n + (size_t)kBlock * kItems - 1) / ((size_t)kBlock * kItems);
-    uint32_t *final_of, *key, *val;
-    *S_out = 0;
-    GROVE_TRY(B.A.get(&final_of, B.pool_size, "octree node map"));
-    GROVE_TRY(grove__cuda_h2d(ctx, final_of, L.final_of, B.pool_size * sizeof *final_of, s));
+    *marks_out = NULL;
+    if (!t->opts.lod_grid || L.inner_depth < 0 || n == 0) return GROVE_OK;
+    const int depths = L.inner_depth + 1;
     EntryArgs a;
     memset(&a, 0, sizeof a);
     a.skey = B.skey;
@@ -309,46 +266,27 @@ grove_status entry_pairs(Build &B, const HostLayout &L, uint32_t **key_out, uint
     a.q = B.q;
     a.perm = B.perm;
     a.leaf = B.leaf;
-    a.final_of = final_of;
     a.pdepth = B.P.depth;
     a.n = n;
     a.g = g;
-    a.rlevels = B.rlevels;
-    if (!lod) {
-        GROVE_TRY(B.A.get(&key, n, "octree entry keys"));
-        GROVE_TRY(B.A.get(&val, n, "octree entry positions"));
-        a.key = key;
-        a.val = val;
-        if (n) {
-            leaf_entry_kernel<<<blocks_for(n), kBlock, 0, s>>>(a);
-            GROVE_CUDA_LAUNCHED(ctx, "octree entry kernel");
-        }
-        B.A.put(final_of);
-        *key_out = key;
-        *val_out = val;
-        return GROVE_OK;
-    }
-    const int depths = L.inner_depth + 1;
-    uint4 *rec;
-    u64 *agg, *nruns, *wend;
-    GROVE_TRY(B.A.get(&rec, n, "octree entry words"));
     a.depths = depths;
     a.nslots = 2 * tiles;
-    a.rec = rec;
+    GROVE_TRY(B.A.get(&a.marks, n, "octree sample marks"));
     GROVE_TRY(B.A.get(&a.slot_key, depths * a.nslots, "octree lod edge keys"));
     GROVE_TRY(B.A.get(&a.slot_val, depths * a.nslots, "octree lod edge minima"));
     entry_kernel<<<(unsigned)blocks, kBlock, 0, s>>>(a);
-    GROVE_CUDA_LAUNCHED(ctx, "octree entry kernel");
-    B.A.put(final_of);
+    GROVE_CUDA_LAUNCHED(ctx, "octree sample kernel");
 
     /* runs across tile edges, per depth: a reduce-by-key over the slots */
+    ValPos *agg;
+    u64 *nruns;
     GROVE_TRY(B.A.get(&agg, a.nslots, "octree lod edge runs"));
     GROVE_TRY(B.A.get(&nruns, 1, "octree lod edge run count"));
     size_t rtb = 0;
     void *rtmp = NULL;
     GROVE_CUDA_TRY(ctx, cub::DeviceReduce::ReduceByKey(NULL, rtb, a.slot_key,
                                                        thrust::make_discard_iterator(),
-                                                       a.slot_val, agg, nruns, MinU64(),
+                                                       a.slot_val, agg, nruns, MinValPos(),
                                                        a.nslots, s),
                    "octree lod edge runs (size)");
     GROVE_TRY(B.A.get((char **)&rtmp, rtb, "octree lod edge scratch"));
@@ -356,9 +294,9 @@ grove_status entry_pairs(Build &B, const HostLayout &L, uint32_t **key_out, uint
         GROVE_CUDA_TRY(ctx, cub::DeviceReduce::ReduceByKey(
                                 rtmp, rtb, a.slot_key + d * a.nslots,
                                 thrust::make_discard_iterator(), a.slot_val + d * a.nslots, agg,
-                                nruns, MinU64(), a.nslots, s),
+                                nruns, MinValPos(), a.nslots, s),
                        "octree lod edge runs");
-        fix_kernel<<<blocks_for(a.nslots), kBlock, 0, s>>>(agg, nruns, d, rec);
+        fix_kernel<<<blocks_for(a.nslots), kBlock, 0, s>>>(agg, nruns, d, a.marks);
         GROVE_CUDA_LAUNCHED(ctx, "octree lod edge fix kernel");
     }
     B.A.put(rtmp);
@@ -366,50 +304,7 @@ grove_status entry_pairs(Build &B, const HostLayout &L, uint32_t **key_out, uint
     B.A.put(nruns);
     B.A.put(a.slot_key);
     B.A.put(a.slot_val);
-
-    /* each point's samples start where the earlier points' end */
-    GROVE_TRY(B.A.get(&wend, n, "octree lod entry ends"));
-    thrust::counting_iterator<size_t> j0(0);
-    PopCount pc = {rec};
-    size_t stb = 0;
-    void *stmp = NULL;
-    GROVE_CUDA_TRY(ctx, cub::DeviceScan::InclusiveSum(
-                            NULL, stb, thrust::make_transform_iterator(j0, pc), wend, n, s),
-                   "octree lod entry ends (size)");
-    GROVE_TRY(B.A.get((char **)&stmp, stb, "octree lod scan scratch"));
-    GROVE_CUDA_TRY(ctx, cub::DeviceScan::InclusiveSum(
-                            stmp, stb, thrust::make_transform_iterator(j0, pc), wend, n, s),
-                   "octree lod entry ends");
-    B.A.put(stmp);
-    u64 m = 0;
-    GROVE_CUDA_TRY(ctx, cudaMemcpyAsync(&m, wend + n - 1, sizeof m, cudaMemcpyDeviceToHost, s),
-                   "octree sample count");
-    GROVE_TRY(grove__cuda_sync(ctx, s, "octree lod samples"));
-    const size_t S = (size_t)m;
-    uint32_t *d_parent;
-    uint8_t *d_ndepth;
-    GROVE_TRY(B.A.get(&key, n + S, "octree entry keys"));
-    GROVE_TRY(B.A.get(&val, n + S, "octree entry positions"));
-    GROVE_TRY(B.A.get(&d_parent, nn, "octree node parents"));
-    GROVE_TRY(B.A.get(&d_ndepth, nn, "octree node depths"));
-    uint8_t *hd = (uint8_t *)malloc(nn);
-    if (!hd)
-        return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
-                            "octree (CUDA): out of memory for %zu node depths", nn);
-    for (size_t k = 0; k < nn; k++) hd[k] = L.nodes[k].depth;
-    grove_status st = grove__cuda_h2d(ctx, d_ndepth, hd, nn, s);
-    if (st == GROVE_OK) st = grove__cuda_h2d(ctx, d_parent, L.parent, nn * sizeof(uint32_t), s);
-    free(hd); /* pageable copies have been staged when they return */
-    GROVE_TRY(st);
-    emit_kernel<<<blocks_for(n), kBlock, 0, s>>>(rec, wend, n, d_parent, d_ndepth, key, val);
-    GROVE_CUDA_LAUNCHED(ctx, "octree lod emit kernel");
-    B.A.put(d_parent);
-    B.A.put(d_ndepth);
-    B.A.put(wend);
-    B.A.put(rec);
-    *key_out = key;
-    *val_out = val;
-    *S_out = S;
+    *marks_out = a.marks;
     return GROVE_OK;
 }
 

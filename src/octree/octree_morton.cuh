@@ -9,20 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "octree_internal.h" /* grove__ot_morton_hi */
+
 namespace
 {
-
-/* The low 21 bits of v spread to every third bit. */
-__device__ __forceinline__ unsigned long long ot_spread21(uint32_t v)
-{
-    unsigned long long x = v & 0x1FFFFFu;
-    x = (x | x << 32) & 0x1F00000000FFFFull;
-    x = (x | x << 16) & 0x1F0000FF0000FFull;
-    x = (x | x << 8) & 0x100F00F00F00F00Full;
-    x = (x | x << 4) & 0x10C30C30C30C30C3ull;
-    x = (x | x << 2) & 0x1249249249249249ull;
-    return x;
-}
 
 /* key[i]: the top 21 bits of point i's three 30-bit grid coordinates q[3i..3i+2], interleaved
  * (the cells of levels 0..20, octant digits, level 0 on top: a cell of level l <= 21 is the
@@ -32,8 +22,7 @@ __global__ void morton_kernel(const uint32_t *__restrict__ q, size_t n,
 {
     const size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (i >= n) return;
-    key[i] = ot_spread21(q[3 * i] >> 9) | ot_spread21(q[3 * i + 1] >> 9) << 1 |
-             ot_spread21(q[3 * i + 2] >> 9) << 2;
+    key[i] = grove__ot_morton_hi(q + 3 * i);
     idx[i] = (uint32_t)i;
 }
 
