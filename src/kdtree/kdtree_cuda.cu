@@ -18,7 +18,8 @@
  *                           level's arrays, their boxes merged with 64-bit atomic min and max
  *                           on an order-preserving encoding of the doubles (exact in any
  *                           order); points of small roots and leaves go once to final arrays
- *                           that no later level touches. The host reads three counts per level.
+ *                           that no later level touches. The host reads a level's three
+ *                           counts in one copy.
  *   small nodes  one warp per small root (at most 64 points): small_build() of kdtree_cpu.c
  *                with its scratch in shared memory and each node's plane search spread over
  *                the lanes, writing the subtree in construction order to scratch slots of its
@@ -286,7 +287,12 @@ __global__ void __launch_bounds__(kBlock)
         } else {
             const T *xa = x + (size_t)nd.axis * n;
             const double split = nd.split;
-            for (uint64_t i = a + lane; i < e; i += 32) cnt += (double)xa[i] < split;
+            /* all the tile's loads issued at once */
+#pragma unroll
+            for (int u = 0; u < kTile / 32; u++) {
+                const uint64_t i = a + 32 * (uint64_t)u + lane;
+                if (i < e) cnt += (double)xa[i] < split;
+            }
             cnt = __reduce_add_sync(0xffffffffu, cnt);
             if (lane == 0 && cnt) atomicAdd(&nleft[j], (unsigned long long)cnt);
         }
@@ -301,9 +307,22 @@ __global__ void __launch_bounds__(kBlock)
  * stay where they are) go to (xf, pf), which no later level reads or writes, so finished
  * points are moved once. A tile's destinations: the left points of the node's earlier tiles
  * (tscan, the inclusive scan of the tile counts, less the node's first tile's exclusive
- * value), then ballots, chunk by chunk, which keep each side in order. */
+ * value), then ballots, chunk by chunk, which keep each side in order. A lane loads its points
+ * of MoveU chunks before the first ballot (one chunk at a time left the pass at ~45% of the
+ * copy rate: too few loads in flight; the whole tile at once measured fastest on the H100,
+ * against 4 chunks at 3 blocks a SM), and the boxes are merged in the coordinates' own type
+ * (min and max are exact; converted to double once, at the end). */
+template <typename T, int D> struct MoveU {
+    /* chunks of 32 points a lane holds at once: the whole tile for rows of up to 16 bytes */
+    static const int v = D * (int)sizeof(T) <= 16 ? kTile / 32 : (D * (int)sizeof(T) <= 32 ? 4 : 2);
+};
+__device__ __forceinline__ float tmin(float a, float b) { return fminf(a, b); }
+__device__ __forceinline__ float tmax(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ double tmin(double a, double b) { return fmin(a, b); }
+__device__ __forceinline__ double tmax(double a, double b) { return fmax(a, b); }
+
 template <typename T, int D>
-__global__ void __launch_bounds__(kBlock)
+__global__ void __launch_bounds__(kBlock, 1)
     move_kernel(const BNode *__restrict__ nodes, const uint64_t *__restrict__ act, uint32_t nact,
                 const uint32_t *__restrict__ tstart, const uint32_t *__restrict__ tnode,
                 const uint32_t *__restrict__ tcount, const uint32_t *__restrict__ tscan,
@@ -313,6 +332,8 @@ __global__ void __launch_bounds__(kBlock)
                 uint64_t *__restrict__ pn, T *__restrict__ xf, uint64_t *__restrict__ pf,
                 unsigned long long *__restrict__ boxn)
 {
+    const int U = MoveU<T, D>::v;
+    const T tinf = (T)INFINITY;
     const uint32_t nt = tstart[nact - 1];
     const uint32_t lane = threadIdx.x & 31, nw = gridDim.x * (kBlock / 32);
     for (uint32_t t = blockIdx.x * (kBlock / 32) + threadIdx.x / 32; t < nt; t += nw) {
@@ -331,81 +352,93 @@ __global__ void __launch_bounds__(kBlock)
         const uint64_t base_l =
             (uint32_t)((tscan[t] - tcount[t]) - (tscan[first] - tcount[first]));
         const uint64_t base_r = (a - nd.begin) - base_l;
-        double lmn[D], lmx[D], rmn[D], rmx[D];
+        T lmn[D], lmx[D], rmn[D], rmx[D];
 #pragma unroll
         for (int d = 0; d < D; d++) {
-            lmn[d] = rmn[d] = INFINITY;
-            lmx[d] = rmx[d] = -INFINITY;
+            lmn[d] = rmn[d] = tinf;
+            lmx[d] = rmx[d] = -tinf;
         }
         uint64_t lcnt = 0; /* left points of this tile before the chunk */
-        for (uint64_t c = a; c < e; c += 32) {
-            const uint64_t i = c + lane;
-            const bool valid = i < e;
-            T r[D];
-            uint64_t pi = 0;
-            bool f = false;
-            if (valid) {
+        for (uint64_t c0 = a; c0 < e; c0 += 32 * (uint64_t)U) {
+            T r[U][D];
+            uint64_t pi[U];
 #pragma unroll
-                for (int d = 0; d < D; d++) r[d] = x[d * n + i];
-                pi = perm[i];
-                if (leaf) {
-                    f = true;
-                } else {
-                    double v = 0.0;
+            for (int u = 0; u < U; u++) {
+                const uint64_t i = c0 + 32 * (uint64_t)u + lane;
+                pi[u] = 0;
 #pragma unroll
-                    for (int d = 0; d < D; d++)
-                        if (d == axis) v = (double)r[d];
-                    f = v < split;
+                for (int d = 0; d < D; d++) r[u][d] = (T)0;
+                if (i < e) {
+#pragma unroll
+                    for (int d = 0; d < D; d++) r[u][d] = x[d * n + i];
+                    pi[u] = perm[i];
                 }
             }
-            const unsigned bal = __ballot_sync(0xffffffffu, f);
-            if (valid) {
-                const uint64_t rl = lcnt + (unsigned)__popc(bal & ((1u << lane) - 1u));
-                const uint64_t dst =
-                    f ? nd.begin + base_l + rl : nd.begin + nl + base_r + ((i - a) - rl);
-                const bool bg = f ? big0 : big1;
-                T *xo = bg ? xn : xf;
-                uint64_t *po = bg ? pn : pf;
 #pragma unroll
-                for (int d = 0; d < D; d++) xo[d * n + dst] = r[d];
-                po[dst] = pi;
-                if (bg) {
+            for (int u = 0; u < U; u++) {
+                const uint64_t c = c0 + 32 * (uint64_t)u;
+                const uint64_t i = c + lane;
+                const bool valid = i < e;
+                bool f = false;
+                if (valid) {
+                    if (leaf) {
+                        f = true;
+                    } else {
+                        double v = 0.0;
 #pragma unroll
-                    for (int d = 0; d < D; d++) {
-                        const double v = (double)r[d];
-                        if (f) {
-                            lmn[d] = fmin(lmn[d], v);
-                            lmx[d] = fmax(lmx[d], v);
-                        } else {
-                            rmn[d] = fmin(rmn[d], v);
-                            rmx[d] = fmax(rmx[d], v);
+                        for (int d = 0; d < D; d++)
+                            if (d == axis) v = (double)r[u][d];
+                        f = v < split;
+                    }
+                }
+                const unsigned bal = __ballot_sync(0xffffffffu, f);
+                if (valid) {
+                    const uint64_t rl = lcnt + (unsigned)__popc(bal & ((1u << lane) - 1u));
+                    const uint64_t dst =
+                        f ? nd.begin + base_l + rl : nd.begin + nl + base_r + ((i - a) - rl);
+                    const bool bg = f ? big0 : big1;
+                    T *xo = bg ? xn : xf;
+                    uint64_t *po = bg ? pn : pf;
+#pragma unroll
+                    for (int d = 0; d < D; d++) xo[d * n + dst] = r[u][d];
+                    po[dst] = pi[u];
+                    if (bg) {
+#pragma unroll
+                        for (int d = 0; d < D; d++) {
+                            if (f) {
+                                lmn[d] = tmin(lmn[d], r[u][d]);
+                                lmx[d] = tmax(lmx[d], r[u][d]);
+                            } else {
+                                rmn[d] = tmin(rmn[d], r[u][d]);
+                                rmx[d] = tmax(rmx[d], r[u][d]);
+                            }
                         }
                     }
                 }
+                lcnt += (unsigned)__popc(bal);
             }
-            lcnt += (unsigned)__popc(bal);
         }
         if (big0 || big1) {
 #pragma unroll
             for (int d = 0; d < D; d++) {
                 for (int o = 16; o > 0; o /= 2) {
-                    lmn[d] = fmin(lmn[d], __shfl_xor_sync(0xffffffffu, lmn[d], o));
-                    lmx[d] = fmax(lmx[d], __shfl_xor_sync(0xffffffffu, lmx[d], o));
-                    rmn[d] = fmin(rmn[d], __shfl_xor_sync(0xffffffffu, rmn[d], o));
-                    rmx[d] = fmax(rmx[d], __shfl_xor_sync(0xffffffffu, rmx[d], o));
+                    lmn[d] = tmin(lmn[d], __shfl_xor_sync(0xffffffffu, lmn[d], o));
+                    lmx[d] = tmax(lmx[d], __shfl_xor_sync(0xffffffffu, lmx[d], o));
+                    rmn[d] = tmin(rmn[d], __shfl_xor_sync(0xffffffffu, rmn[d], o));
+                    rmx[d] = tmax(rmx[d], __shfl_xor_sync(0xffffffffu, rmx[d], o));
                 }
                 /* lanes d, D + d, 2D + d, 3D + d merge one value each */
                 unsigned long long *bl = big0 ? boxn + (size_t)(brank[2 * j] - 1) * 2 * D : boxn;
                 unsigned long long *br =
                     big1 ? boxn + (size_t)(brank[2 * j + 1] - 1) * 2 * D : boxn;
-                if (big0 && lane == (unsigned)d && lmn[d] != INFINITY)
-                    atomicMin(bl + d, ord_enc(lmn[d]));
-                if (big0 && lane == (unsigned)(D + d) && lmx[d] != -INFINITY)
-                    atomicMax(bl + D + d, ord_enc(lmx[d]));
-                if (big1 && lane == (unsigned)(2 * D + d) && rmn[d] != INFINITY)
-                    atomicMin(br + d, ord_enc(rmn[d]));
-                if (big1 && lane == (unsigned)(3 * D + d) && rmx[d] != -INFINITY)
-                    atomicMax(br + D + d, ord_enc(rmx[d]));
+                if (big0 && lane == (unsigned)d && lmn[d] != tinf)
+                    atomicMin(bl + d, ord_enc((double)lmn[d]));
+                if (big0 && lane == (unsigned)(D + d) && lmx[d] != -tinf)
+                    atomicMax(bl + D + d, ord_enc((double)lmx[d]));
+                if (big1 && lane == (unsigned)(2 * D + d) && rmn[d] != tinf)
+                    atomicMin(br + d, ord_enc((double)rmn[d]));
+                if (big1 && lane == (unsigned)(3 * D + d) && rmx[d] != -tinf)
+                    atomicMax(br + D + d, ord_enc((double)rmx[d]));
             }
         }
     }
@@ -543,6 +576,18 @@ compact_kernel(uint32_t nact, int D, uint64_t base, const uint32_t *__restrict__
     }
 }
 
+/* The three counts the host reads after a level, gathered for one copy. */
+__global__ void counts_kernel(const uint32_t *__restrict__ splits,
+                              const uint32_t *__restrict__ bigs,
+                              const uint32_t *__restrict__ smalls, uint32_t *__restrict__ out)
+{
+    if (threadIdx.x == 0) {
+        out[0] = *splits;
+        out[1] = *bigs;
+        out[2] = *smalls;
+    }
+}
+
 /* The tree's points: element rows of es bytes gathered from the input by the tree order. */
 __global__ void gather_rows_kernel(const unsigned char *__restrict__ in, size_t n, size_t es,
                                    const uint64_t *__restrict__ perm,
@@ -661,7 +706,8 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
     double *bounds = NULL, *cell = NULL, *cell2 = NULL, *ccell = NULL;
     uint64_t *perm = NULL, *perm2 = NULL, *pf = NULL, *act = NULL, *act2 = NULL;
     uint32_t *ntiles = NULL, *tnode = NULL, *tcount = NULL, *tscan = NULL, *split_flag = NULL,
-             *srank = NULL, *big = NULL, *brank = NULL, *smf = NULL, *smrank = NULL;
+             *srank = NULL, *big = NULL, *brank = NULL, *smf = NULL, *smrank = NULL,
+             *hcount = NULL;
     int32_t *side = NULL;
     unsigned long long *boxk = NULL, *boxk2 = NULL, *nleft = NULL, *d_depth = NULL;
     BNode *nodes = NULL;
@@ -757,6 +803,7 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
         GROVE_TRY(b.alloc((void **)&brank, 2 * max_act * 4, "the k-d tree children"));
         GROVE_TRY(b.alloc((void **)&smf, 2 * max_act * 4, "the k-d tree children"));
         GROVE_TRY(b.alloc((void **)&smrank, 2 * max_act * 4, "the k-d tree children"));
+        GROVE_TRY(b.alloc((void **)&hcount, 3 * 4, "the k-d tree level counts"));
         {
             const uint64_t zero = 0;
             GROVE_TRY(grove__cuda_h2d(ctx, act, &zero, sizeof zero, s));
@@ -827,9 +874,11 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
                                      tscan, nleft, big, brank, x, perm, n, x2, perm2, xf, pf,
                                      boxk2, s);
                 KD_LAUNCHED("k-d tree move kernel");
-                GROVE_TRY(grove__cuda_d2h(ctx, &host[0], srank + nact - 1, 4, s));
-                GROVE_TRY(grove__cuda_d2h(ctx, &host[1], brank + 2 * nact - 1, 4, s));
-                GROVE_TRY(grove__cuda_d2h(ctx, &host[2], smrank + 2 * nact - 1, 4, s));
+                /* one copy (a round trip to the host each) instead of three */
+                counts_kernel<<<1, 32, 0, s>>>(srank + nact - 1, brank + 2 * nact - 1,
+                                               smrank + 2 * nact - 1, hcount);
+                KD_LAUNCHED("k-d tree counts kernel");
+                GROVE_TRY(grove__cuda_d2h(ctx, host, hcount, sizeof host, s));
                 GROVE_TRY(grove__cuda_sync(ctx, s, "building the k-d tree"));
                 {
                     void *tx = x;

@@ -222,17 +222,20 @@ __global__ void __launch_bounds__(32 * kSmallWarps, KD_SMALL_MINB)
         w.seq[p] = (uint8_t)p;
     }
     __syncwarp();
-    /* per axis, the rank of each point by (coordinate, local position) */
-    for (int d = 0; d < D; d++)
-        for (int p = lane; p < m; p += 32) {
-            T vp = w.px[p * D + d];
-            int rank = 0;
-            for (int q = 0; q < m; q++) {
-                T vq = w.px[q * D + d];
-                rank += vq < vp || (vq == vp && q < p);
-            }
-            w.ord[d][rank] = (uint8_t)p;
+    /* per axis, the rank of each point by (coordinate, local position); a lane's two points in
+     * one sweep, each shared load serving both */
+    for (int d = 0; d < D; d++) {
+        const int p0 = lane, p1 = lane + 32;
+        const T v0 = p0 < m ? w.px[p0 * D + d] : (T)0, v1 = p1 < m ? w.px[p1 * D + d] : (T)0;
+        int r0 = 0, r1 = 0;
+        for (int q = 0; q < m; q++) {
+            const T vq = w.px[q * D + d];
+            r0 += vq < v0 || (vq == v0 && q < p0);
+            r1 += vq < v1 || (vq == v1 && q < p1);
         }
+        if (p0 < m) w.ord[d][r0] = (uint8_t)p0;
+        if (p1 < m) w.ord[d][r1] = (uint8_t)p1;
+    }
     if (lane == 0) {
         v[0] = rn;
         w.lvl[0] = 0;
