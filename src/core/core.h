@@ -25,6 +25,8 @@ struct grove_ctx {
     int create_failed;     /* set when grove_ctx_create returned an error */
     size_t dev_limit;      /* device_mem_limit from the options, 0 = none */
     size_t dev_in_use;     /* bytes held through grove__cuda_alloc */
+    size_t dev_peak;       /* most bytes dev_in_use has reached */
+    size_t pool_block;     /* largest block grove__cuda_pool_prepare mapped in one piece */
     void *pinned;          /* page-locked host scratch for grove__cuda_fetch, or NULL */
     size_t pinned_bytes;
     void *stage;           /* page-locked staging for big copies (core_cuda.cu), or NULL */

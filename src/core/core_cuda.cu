@@ -169,7 +169,45 @@ extern "C" grove_status grove__cuda_alloc(grove_ctx *ctx, void **p, size_t bytes
         return grove__cuda_status(ctx, (int)e, msg);
     }
     ctx->dev_in_use += bytes;
+    if (ctx->dev_in_use > ctx->dev_peak) ctx->dev_peak = ctx->dev_in_use;
     return GROVE_OK;
+}
+
+extern "C" void grove__cuda_pool_prepare(grove_ctx *ctx, size_t bytes, void *stream)
+{
+    cudaMemPool_t pool = (cudaMemPool_t)ctx->mempool;
+    cudaStream_t s = (cudaStream_t)stream;
+    size_t used = 0, reserved = 0, free_b = 0, total_b = 0;
+    void *p = NULL;
+    if (!pool) return;
+    if (ctx->dev_limit && bytes > ctx->dev_limit - ctx->dev_in_use) return;
+    if (cudaStreamSynchronize(s) != cudaSuccess ||
+        cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used) != cudaSuccess ||
+        cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved) !=
+            cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    /* a block this large was mapped before and the pool still holds that much unused (trees
+     * the caller keeps take their part of it) */
+    if (bytes <= ctx->pool_block && reserved - used >= bytes) return;
+    /* what the pool holds unused goes back first, so the block is not mapped beside it; memory
+     * in use (trees the caller keeps, buffers of this call already taken) stays */
+    if (cudaMemPoolTrimTo(pool, used) != cudaSuccess ||
+        cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    if (bytes > free_b) return; /* the call's own allocations report a real shortage */
+    if (cudaMallocFromPoolAsync(&p, bytes, pool, s) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    if (cudaFreeAsync(p, s) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    if (bytes > ctx->pool_block) ctx->pool_block = bytes;
 }
 
 extern "C" void grove__cuda_free(grove_ctx *ctx, void *p, size_t bytes, void *stream)

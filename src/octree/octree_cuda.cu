@@ -16,6 +16,11 @@ using namespace grove__otc;
 namespace
 {
 
+/* The pool block prepared before a device build, per point: 1.5x the scratch a build holds at
+ * its peak (116 B a point, grove's own count ctx->dev_peak, 10^8 uniform points). On the H200
+ * a block of 1.25x to 3x the peak gave 23.7-23.8 ms at 10^8 points, one of 1.0x or none
+ * 27.8-28.5 ms (bench/RESULTS.md); why a block just above the peak does not do is not known. */
+const size_t kPoolBytesPerPoint = 176;
 const int kStack = 232; /* 7 per level below the root + 8: a query's descent never needs more */
 
 /* Pinned host memory of one call. */
@@ -221,6 +226,8 @@ extern "C" grove_status grove__ot_build_cuda_device(grove_ctx *ctx, const double
 {
     const double t0 = grove__ot_now_ms();
     GROVE_TRY(grove__cuda_use(ctx));
+    /* the build's scratch carved from one block of the pool */
+    grove__cuda_pool_prepare(ctx, kPoolBytesPerPoint * t->n, ctx->stream);
     Build B(ctx, t);
     const size_t n = t->n;
     /* the cube: box on the device, cube on the host with the CPU backend's function */
