@@ -10,16 +10,18 @@
  *                           the previous level's move merged (the root's: one min/max pass);
  *                  count    a warp per tile of kTile points of one node counts the points with
  *                           x[axis] < split (one axis read);
- *                  children one thread per node; scans of the kinds of child compact the next
- *                           level's active list and the small roots;
+ *                  children one thread per node; one scan of the kinds of child (both
+ *                           counts packed in 64 bits) compacts the next level's active list
+ *                           and the small roots;
  *                  move     a warp per tile: the destinations from a scan of the tile counts
  *                           and ballots (a stable partition inside every node), rows and tree
- *                           order moved together; points of next level's nodes go to the next
- *                           level's arrays, their boxes merged with 64-bit atomic min and max
- *                           on an order-preserving encoding of the doubles (exact in any
- *                           order); points of small roots and leaves go once to final arrays
- *                           that no later level touches. The host reads a level's three
- *                           counts in one copy.
+ *                           order (32-bit where n allows) moved together; points of next
+ *                           level's nodes go to the next level's arrays, their boxes merged
+ *                           with 64-bit atomic min and max on an order-preserving encoding of
+ *                           the doubles (exact in any order); points of small roots and leaves
+ *                           go once to final arrays that no later level touches. The host
+ *                           reads a level's three counts, written by the kernel before the
+ *                           move into page-locked memory, while the move runs.
  *   small nodes  one warp per small root (at most 64 points): small_build() of kdtree_cpu.c
  *                with its scratch in shared memory and each node's plane search spread over
  *                the lanes, writing the subtree in construction order to scratch slots of its
@@ -97,32 +99,45 @@ __global__ void to_soa_kernel(const T *__restrict__ in, size_t n, int D, T *__re
     }
 }
 
-__global__ void iota_kernel(uint64_t *__restrict__ p, size_t n)
+/* The tree order of the large stage: position i of the level's arrays holds input point
+ * p[i]. I is uint32_t when n fits (4 bytes a point a level less to move than uint64_t, and
+ * 32-bit position arithmetic in the per-point passes), else uint64_t. */
+template <typename I> __global__ void iota_kernel(I *__restrict__ p, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
-        p[i] = i;
+        p[i] = (I)i;
 }
 
 /* ---- large-node stage ---- */
 
-/* Per active node: its number of tiles and left count reset; at level 0 the root's box reset
- * too (later levels' boxes are reset by compact_kernel and merged by move_kernel). */
-__global__ void tiles_kernel(const BNode *__restrict__ nodes, const uint64_t *__restrict__ act,
-                             uint32_t nact, int D, int reset_box, uint32_t *__restrict__ ntiles,
-                             unsigned long long *__restrict__ boxk,
-                             unsigned long long *__restrict__ nleft)
+/* An active node as the per-point passes of its level read it: one record after the tile's
+ * node number (not act[j], then nodes[act[j]], then side arrays: each a dependent load before
+ * a tile's points can be loaded). decide_kernel writes the count pass's part, compact_kernel
+ * the move pass's. Positions in I (see iota_kernel). */
+template <typename I> struct LNode {
+    I begin, end;
+    double split;
+    int32_t axis;    /* -1: a leaf (its points stay where they are) */
+    uint32_t tile0;  /* the level's number of the node's first tile */
+    I nl;            /* the points that go left (a leaf: all) */
+    uint32_t tbase;  /* the exclusive scan of the tile counts at tile0 */
+    uint32_t box[2]; /* 1 + the next level's number of the left / right child, 0 if not active */
+};
+
+/* Level 0: the root's number of tiles, left count and box reset (later levels' are set by
+ * compact_kernel, and their boxes merged by move_kernel). */
+__global__ void root_tiles_kernel(size_t n, int D, uint32_t *__restrict__ ntiles,
+                                  unsigned long long *__restrict__ boxk,
+                                  unsigned long long *__restrict__ nleft)
 {
-    uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= nact) return;
-    const BNode &nd = nodes[act[j]];
-    ntiles[j] = (uint32_t)((nd.end - nd.begin + kTile - 1) / kTile);
-    if (reset_box)
-        for (int d = 0; d < D; d++) {
-            boxk[(size_t)j * 2 * D + d] = ~0ull;
-            boxk[(size_t)j * 2 * D + D + d] = 0ull;
-        }
-    nleft[j] = 0;
+    if (threadIdx.x != 0) return;
+    ntiles[0] = (uint32_t)((n + kTile - 1) / kTile);
+    for (int d = 0; d < D; d++) {
+        boxk[d] = ~0ull;
+        boxk[D + d] = 0ull;
+    }
+    nleft[0] = 0;
 }
 
 /* The active node of tile t: tstart is the inclusive scan of the tiles per node. */
@@ -228,11 +243,14 @@ __global__ void root_cell_kernel(const unsigned long long *__restrict__ boxk, in
     if (k < 2 * D) cell[k] = ord_dec(boxk[k]);
 }
 
-/* One thread per active node: its box (decoded into bounds) and its decision. */
+/* One thread per active node: its box (decoded into bounds), its decision, and the count
+ * pass's part of its level record (tstart: the inclusive scan of the tiles per node). */
+template <typename I>
 __global__ void decide_kernel(BNode *__restrict__ nodes, const uint64_t *__restrict__ act,
                               uint32_t nact, int D, const unsigned long long *__restrict__ boxk,
-                              const double *__restrict__ cell, double *__restrict__ bounds,
-                              uint32_t *__restrict__ split_flag, int32_t *__restrict__ side)
+                              const double *__restrict__ cell, const uint32_t *__restrict__ tstart,
+                              double *__restrict__ bounds, uint32_t *__restrict__ split_flag,
+                              int32_t *__restrict__ side, LNode<I> *__restrict__ ln)
 {
     uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= nact) return;
@@ -249,6 +267,12 @@ __global__ void decide_kernel(BNode *__restrict__ nodes, const uint64_t *__restr
     nodes[id] = nd;
     split_flag[j] = nd.kind != GROVE_KDTREE_LEAF;
     side[j] = sd;
+    LNode<I> &L = ln[j];
+    L.begin = (I)nd.begin;
+    L.end = (I)nd.end;
+    L.split = nd.split;
+    L.axis = nd.kind == GROVE_KDTREE_LEAF ? -1 : nd.axis;
+    L.tile0 = j ? tstart[j - 1] : 0;
 }
 
 /* The active node of every tile of the level (tstart: the inclusive scan of the tiles per
@@ -265,33 +289,38 @@ __global__ void tile_map_kernel(const uint32_t *__restrict__ tstart, uint32_t na
 
 /* Per tile of an active node, a warp: how many of its points go left (x[axis] < split,
  * compared in double as the CPU does), to tcount[t], summed into the node's nleft[j]. A leaf's
- * tiles count all their points: move_kernel keeps them where they are. Reads one axis only. */
-template <typename T>
+ * tiles count all their points: move_kernel keeps them where they are. Reads one axis only.
+ * The tile's node record is one load after the tile's node number, which is loaded a tile
+ * ahead. */
+template <typename T, typename I>
 __global__ void __launch_bounds__(kBlock)
-    count_kernel(const BNode *__restrict__ nodes, const uint64_t *__restrict__ act, uint32_t nact,
+    count_kernel(const LNode<I> *__restrict__ ln, uint32_t nact,
                  const uint32_t *__restrict__ tstart, const uint32_t *__restrict__ tnode,
                  const T *__restrict__ x, size_t n, uint32_t *__restrict__ tcount,
                  unsigned long long *__restrict__ nleft)
 {
     const uint32_t nt = tstart[nact - 1];
     const uint32_t lane = threadIdx.x & 31, nw = gridDim.x * (kBlock / 32);
-    for (uint32_t t = blockIdx.x * (kBlock / 32) + threadIdx.x / 32; t < nt; t += nw) {
-        const uint32_t j = tnode[t];
-        const uint32_t first = j ? tstart[j - 1] : 0;
-        const BNode &nd = nodes[act[j]];
-        const uint64_t a = nd.begin + (uint64_t)(t - first) * kTile;
-        const uint64_t e = a + kTile < nd.end ? a + kTile : nd.end;
+    uint32_t t = blockIdx.x * (kBlock / 32) + threadIdx.x / 32;
+    uint32_t jn = t < nt ? tnode[t] : 0; /* the next tile's node, loaded a tile ahead */
+    for (; t < nt; t += nw) {
+        const uint32_t j = jn;
+        const LNode<I> &L = ln[j];
+        jn = t + nw < nt ? tnode[t + nw] : 0;
+        const I a = L.begin + (I)(t - L.tile0) * (I)kTile;
+        const uint32_t len = (uint32_t)(L.end - a < (I)kTile ? L.end - a : (I)kTile);
+        const int axis = L.axis;
         unsigned cnt = 0;
-        if (nd.kind == GROVE_KDTREE_LEAF) {
-            cnt = (unsigned)(e - a);
+        if (axis < 0) {
+            cnt = len;
         } else {
-            const T *xa = x + (size_t)nd.axis * n;
-            const double split = nd.split;
+            const T *xa = x + (size_t)axis * n + a;
+            const double split = L.split;
             /* all the tile's loads issued at once */
 #pragma unroll
             for (int u = 0; u < kTile / 32; u++) {
-                const uint64_t i = a + 32 * (uint64_t)u + lane;
-                if (i < e) cnt += (double)xa[i] < split;
+                const uint32_t o = 32 * u + lane;
+                if (o < len) cnt += (double)xa[o] < split;
             }
             cnt = __reduce_add_sync(0xffffffffu, cnt);
             if (lane == 0 && cnt) atomicAdd(&nleft[j], (unsigned long long)cnt);
@@ -302,83 +331,100 @@ __global__ void __launch_bounds__(kBlock)
 
 /* The stable partition of every active node's range by x[axis] < split, rows and tree order
  * together, a warp per tile. The points of a child that is next level's active node go to
- * (xn, pn), its box merged into boxn[brank - 1] (reset by compact_kernel), so that the next
+ * (xn, pn), its box merged into boxn[box - 1] (reset by compact_kernel), so that the next
  * level needs no box pass; those of a final child (a small root) and of a leaf (whose points
  * stay where they are) go to (xf, pf), which no later level reads or writes, so finished
- * points are moved once. A tile's destinations: the left points of the node's earlier tiles
- * (tscan, the inclusive scan of the tile counts, less the node's first tile's exclusive
- * value), then ballots, chunk by chunk, which keep each side in order. A lane loads its points
- * of MoveU chunks before the first ballot (one chunk at a time left the pass at ~45% of the
- * copy rate: too few loads in flight; the whole tile at once measured fastest on the H100,
+ * points are moved once (their input index widened there to the tree's uint64_t). A tile's
+ * destinations: the left points of the node's earlier tiles (the exclusive scan of the tile
+ * counts, less the node's first tile's), then ballots, chunk by chunk, which keep each side in
+ * order. A lane loads its points of MoveShape::u chunks of 32 before the first ballot (one
+ * chunk at a time left the pass at ~45% of the copy rate: too few loads in flight; with a
+ * 64-bit tree order the whole tile at once at 2 blocks a SM measured fastest on the H100,
  * against 4 chunks at 3 blocks a SM), and the boxes are merged in the coordinates' own type
- * (min and max are exact; converted to double once, at the end). */
-template <typename T, int D> struct MoveU {
-    /* chunks of 32 points a lane holds at once: the whole tile for rows of up to 16 bytes */
-    static const int v = D * (int)sizeof(T) <= 16 ? kTile / 32 : (D * (int)sizeof(T) <= 32 ? 4 : 2);
+ * (min and max are exact; converted to double once, at the end). The next tile's node number
+ * is loaded while a tile moves.
+ *
+ * Build-time knobs for timing variants, each overriding the choice by row size for every
+ * instantiation: KD_MOVE_U (chunks a lane holds at once, 1 .. kTile / 32) and KD_MOVE_MINB
+ * (the blocks a SM that __launch_bounds__ fits the registers to; more than the registers
+ * allow spills: check with nvcc -Xptxas -v). */
+#ifndef KD_MOVE_U
+#define KD_MOVE_U 0
+#endif
+#ifndef KD_MOVE_MINB
+#define KD_MOVE_MINB 0
+#endif
+template <typename T, int D, typename I> struct MoveShape {
+    static const int row = D * (int)sizeof(T);
+    /* chunks a lane holds at once: the whole tile for rows of up to 16 bytes */
+    static const int u = KD_MOVE_U > 0 ? KD_MOVE_U : (row <= 16 ? kTile / 32 : (row <= 32 ? 4 : 2));
+    /* with a 32-bit order 2 blocks a SM (at most 128 registers, no spills); 3 (80 registers
+     * with the whole tile of 3-D float rows) measured 0.7% slower on the H200 at 10^7 points,
+     * 4 chunks at 4 blocks 3% slower; with a 64-bit order the registers the code asks for (1) */
+    static const int minb = KD_MOVE_MINB > 0 ? KD_MOVE_MINB : (sizeof(I) == 8 ? 1 : 2);
+    static_assert(u >= 1 && u <= kTile / 32, "KD_MOVE_U: 1 to kTile / 32 chunks");
 };
 __device__ __forceinline__ float tmin(float a, float b) { return fminf(a, b); }
 __device__ __forceinline__ float tmax(float a, float b) { return fmaxf(a, b); }
 __device__ __forceinline__ double tmin(double a, double b) { return fmin(a, b); }
 __device__ __forceinline__ double tmax(double a, double b) { return fmax(a, b); }
 
-template <typename T, int D>
-__global__ void __launch_bounds__(kBlock, 1)
-    move_kernel(const BNode *__restrict__ nodes, const uint64_t *__restrict__ act, uint32_t nact,
+template <typename T, int D, typename I>
+__global__ void __launch_bounds__(kBlock, (MoveShape<T, D, I>::minb))
+    move_kernel(const LNode<I> *__restrict__ ln, uint32_t nact,
                 const uint32_t *__restrict__ tstart, const uint32_t *__restrict__ tnode,
                 const uint32_t *__restrict__ tcount, const uint32_t *__restrict__ tscan,
-                const unsigned long long *__restrict__ nleft, const uint32_t *__restrict__ big,
-                const uint32_t *__restrict__ brank, const T *__restrict__ x,
-                const uint64_t *__restrict__ perm, size_t n, T *__restrict__ xn,
-                uint64_t *__restrict__ pn, T *__restrict__ xf, uint64_t *__restrict__ pf,
-                unsigned long long *__restrict__ boxn)
+                const T *__restrict__ x, const I *__restrict__ perm, size_t n,
+                T *__restrict__ xn, I *__restrict__ pn, T *__restrict__ xf,
+                uint64_t *__restrict__ pf, unsigned long long *__restrict__ boxn)
 {
-    const int U = MoveU<T, D>::v;
+    const int U = MoveShape<T, D, I>::u;
     const T tinf = (T)INFINITY;
     const uint32_t nt = tstart[nact - 1];
     const uint32_t lane = threadIdx.x & 31, nw = gridDim.x * (kBlock / 32);
-    for (uint32_t t = blockIdx.x * (kBlock / 32) + threadIdx.x / 32; t < nt; t += nw) {
-        const uint32_t j = tnode[t];
-        const uint32_t first = j ? tstart[j - 1] : 0;
-        const BNode nd = nodes[act[j]];
-        const bool leaf = nd.kind == GROVE_KDTREE_LEAF;
-        const uint64_t a = nd.begin + (uint64_t)(t - first) * kTile;
-        const uint64_t e = a + kTile < nd.end ? a + kTile : nd.end;
-        const uint64_t nl = leaf ? nd.end - nd.begin : (uint64_t)nleft[j];
-        const bool big0 = !leaf && big[2 * j], big1 = !leaf && big[2 * j + 1];
-        const int axis = nd.axis;
-        const double split = nd.split;
-        /* left points of the node's earlier tiles (u32 sums wrap alike, and the difference is
-         * below 2^32) */
-        const uint64_t base_l =
-            (uint32_t)((tscan[t] - tcount[t]) - (tscan[first] - tcount[first]));
-        const uint64_t base_r = (a - nd.begin) - base_l;
+    uint32_t t = blockIdx.x * (kBlock / 32) + threadIdx.x / 32;
+    uint32_t j = t < nt ? tnode[t] : 0;
+    for (; t < nt; t += nw) {
+        const uint32_t ex = tscan[t] - tcount[t]; /* u32 sums wrap alike: differences exact */
+        const LNode<I> L = ln[j];
+        const uint32_t jn = t + nw < nt ? tnode[t + nw] : 0;
+        const I a = L.begin + (I)(t - L.tile0) * (I)kTile;
+        const uint32_t len = (uint32_t)(L.end - a < (I)kTile ? L.end - a : (I)kTile);
+        const bool leaf = L.axis < 0;
+        const int axis = L.axis;
+        const double split = L.split;
+        const bool big0 = L.box[0] != 0, big1 = L.box[1] != 0;
+        /* the destinations of the tile's first left point and (less its offset in the tile)
+         * first right point: left points of the node's earlier tiles: ex - tbase (below 2^32) */
+        const I base_l = (I)(uint32_t)(ex - L.tbase);
+        const I lbase = L.begin + base_l;
+        const I rbase = L.begin + L.nl + ((a - L.begin) - base_l);
         T lmn[D], lmx[D], rmn[D], rmx[D];
 #pragma unroll
         for (int d = 0; d < D; d++) {
             lmn[d] = rmn[d] = tinf;
             lmx[d] = rmx[d] = -tinf;
         }
-        uint64_t lcnt = 0; /* left points of this tile before the chunk */
-        for (uint64_t c0 = a; c0 < e; c0 += 32 * (uint64_t)U) {
+        uint32_t lcnt = 0; /* left points of this tile before the chunk */
+        for (uint32_t o0 = 0; o0 < len; o0 += 32 * U) {
             T r[U][D];
-            uint64_t pi[U];
+            I pi[U];
 #pragma unroll
             for (int u = 0; u < U; u++) {
-                const uint64_t i = c0 + 32 * (uint64_t)u + lane;
+                const uint32_t o = o0 + 32 * u + lane;
                 pi[u] = 0;
 #pragma unroll
                 for (int d = 0; d < D; d++) r[u][d] = (T)0;
-                if (i < e) {
+                if (o < len) {
 #pragma unroll
-                    for (int d = 0; d < D; d++) r[u][d] = x[d * n + i];
-                    pi[u] = perm[i];
+                    for (int d = 0; d < D; d++) r[u][d] = x[d * n + (a + o)];
+                    pi[u] = perm[a + o];
                 }
             }
 #pragma unroll
             for (int u = 0; u < U; u++) {
-                const uint64_t c = c0 + 32 * (uint64_t)u;
-                const uint64_t i = c + lane;
-                const bool valid = i < e;
+                const uint32_t o = o0 + 32 * u + lane;
+                const bool valid = o < len;
                 bool f = false;
                 if (valid) {
                     if (leaf) {
@@ -393,16 +439,14 @@ __global__ void __launch_bounds__(kBlock, 1)
                 }
                 const unsigned bal = __ballot_sync(0xffffffffu, f);
                 if (valid) {
-                    const uint64_t rl = lcnt + (unsigned)__popc(bal & ((1u << lane) - 1u));
-                    const uint64_t dst =
-                        f ? nd.begin + base_l + rl : nd.begin + nl + base_r + ((i - a) - rl);
+                    const uint32_t rl = lcnt + (unsigned)__popc(bal & ((1u << lane) - 1u));
+                    const I dst = f ? lbase + rl : rbase + (o - rl);
                     const bool bg = f ? big0 : big1;
                     T *xo = bg ? xn : xf;
-                    uint64_t *po = bg ? pn : pf;
 #pragma unroll
                     for (int d = 0; d < D; d++) xo[d * n + dst] = r[u][d];
-                    po[dst] = pi[u];
                     if (bg) {
+                        pn[dst] = pi[u];
 #pragma unroll
                         for (int d = 0; d < D; d++) {
                             if (f) {
@@ -413,6 +457,8 @@ __global__ void __launch_bounds__(kBlock, 1)
                                 rmx[d] = tmax(rmx[d], r[u][d]);
                             }
                         }
+                    } else {
+                        pf[dst] = (uint64_t)pi[u];
                     }
                 }
                 lcnt += (unsigned)__popc(bal);
@@ -428,9 +474,8 @@ __global__ void __launch_bounds__(kBlock, 1)
                     rmx[d] = tmax(rmx[d], __shfl_xor_sync(0xffffffffu, rmx[d], o));
                 }
                 /* lanes d, D + d, 2D + d, 3D + d merge one value each */
-                unsigned long long *bl = big0 ? boxn + (size_t)(brank[2 * j] - 1) * 2 * D : boxn;
-                unsigned long long *br =
-                    big1 ? boxn + (size_t)(brank[2 * j + 1] - 1) * 2 * D : boxn;
+                unsigned long long *bl = big0 ? boxn + (size_t)(L.box[0] - 1) * 2 * D : boxn;
+                unsigned long long *br = big1 ? boxn + (size_t)(L.box[1] - 1) * 2 * D : boxn;
                 if (big0 && lane == (unsigned)d && lmn[d] != tinf)
                     atomicMin(bl + d, ord_enc((double)lmn[d]));
                 if (big0 && lane == (unsigned)(D + d) && lmx[d] != -tinf)
@@ -441,6 +486,7 @@ __global__ void __launch_bounds__(kBlock, 1)
                     atomicMax(br + D + d, ord_enc((double)rmx[d]));
             }
         }
+        j = jn;
     }
 }
 
@@ -467,40 +513,46 @@ void box_pass(int D, unsigned pg, const void *x, size_t n, unsigned long long *b
 #undef KD_BOX
 }
 
-template <typename T>
-void move_pass(int D, unsigned pg, const BNode *nodes, const uint64_t *act, uint32_t nact,
-               const uint32_t *tstart, const uint32_t *tnode, const uint32_t *tcount,
-               const uint32_t *tscan, const unsigned long long *nleft,
-               const uint32_t *big, const uint32_t *brank, const void *x, const uint64_t *perm,
-               size_t n, void *xn, uint64_t *pn, void *xf, uint64_t *pf,
+template <typename T, typename I>
+void move_pass(int D, unsigned pg, const LNode<I> *ln, uint32_t nact, const uint32_t *tstart,
+               const uint32_t *tnode, const uint32_t *tcount, const uint32_t *tscan,
+               const void *x, const I *perm, size_t n, void *xn, I *pn, void *xf, uint64_t *pf,
                unsigned long long *boxn, cudaStream_t s)
 {
 #define KD_MOVE(DV)                                                                                \
-    move_kernel<T, DV><<<pg, kBlock, 0, s>>>(nodes, act, nact, tstart, tnode, tcount, tscan,      \
-                                             nleft, big, brank, (const T *)x, perm, n, (T *)xn,   \
-                                             pn, (T *)xf, pf, boxn)
+    move_kernel<T, DV, I><<<pg, kBlock, 0, s>>>(ln, nact, tstart, tnode, tcount, tscan,           \
+                                                (const T *)x, perm, n, (T *)xn, pn, (T *)xf, pf,  \
+                                                boxn)
     KD_SWITCH_D(D, KD_MOVE)
 #undef KD_MOVE
 }
 
+/* The rank among the level's split nodes of node j, from srank, the tail of the level's scan
+ * (tile counts, then split flags; see the level loop): srank[-1] is the scan's value before
+ * the first node (u32 sums wrap alike, so the difference is exact). */
+__device__ __forceinline__ uint32_t split_rank(const uint32_t *srank, uint32_t j)
+{
+    return srank[j] - srank[-1];
+}
+
 /* One thread per active node: its two children (construction ids base + 2 * rank) and what
- * each becomes: next level's active node (big), small root, or an empty leaf. */
+ * each becomes: next level's active node (kinds 1), small root (kinds 1 << 32), or an empty
+ * leaf (0); one 64-bit scan of kinds numbers both lists (each sum is below 2^32). */
 __global__ void children_kernel(
     BNode *__restrict__ nodes, const uint64_t *__restrict__ act, uint32_t nact, int D,
     uint64_t base, const uint32_t *__restrict__ split_flag, const uint32_t *__restrict__ srank,
     const unsigned long long *__restrict__ nleft, const int32_t *__restrict__ side,
-    const double *__restrict__ cell, double *__restrict__ bounds, uint32_t *__restrict__ big,
-    uint32_t *__restrict__ small, double *__restrict__ ccell)
+    const double *__restrict__ cell, double *__restrict__ bounds,
+    unsigned long long *__restrict__ kinds, double *__restrict__ ccell)
 {
     uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= nact) return;
     const size_t cs = 2 * (size_t)D;
-    big[2 * j] = big[2 * j + 1] = 0;
-    small[2 * j] = small[2 * j + 1] = 0;
+    kinds[2 * j] = kinds[2 * j + 1] = 0;
     if (!split_flag[j]) return;
     uint64_t id = act[j];
     BNode nd = nodes[id];
-    uint64_t nl = nleft[j], c = base + 2 * (uint64_t)(srank[j] - 1);
+    uint64_t nl = nleft[j], c = base + 2 * (uint64_t)(split_rank(srank, j) - 1);
     BNode ch;
     ch.left = ch.right = 0;
     ch.axis = -1;
@@ -524,10 +576,10 @@ __global__ void children_kernel(
             continue;
         }
         if (cnt <= (uint64_t)kSmall) {
-            small[2 * j + s] = 1;
+            kinds[2 * j + s] = 1ull << 32;
             continue;
         }
-        big[2 * j + s] = 1;
+        kinds[2 * j + s] = 1;
         double *cc = ccell + (2 * (size_t)j + s) * cs;
         const double *pc = cell + (size_t)j * cs;
         for (size_t k = 0; k < cs; k++) cc[k] = pc[k];
@@ -544,47 +596,61 @@ __global__ void children_kernel(
     }
 }
 
-/* Compacts the children into the next active list (its boxes reset for move_kernel's merges)
- * and the small roots (inclusive ranks). */
+/* One thread per child (k = 2j + side): compacts the children into the next active list (its
+ * tile counts and left counts set, its boxes reset for move_kernel's merges) and the small
+ * roots; completes node j's level record for move_kernel (thread 2j, and each thread its
+ * child's box number); thread 0 writes the level's three counts that the host reads (split
+ * nodes, next active nodes, small roots) to hout. kr: the inclusive scan of kinds. */
+template <typename I>
 __global__ void
 compact_kernel(uint32_t nact, int D, uint64_t base, const uint32_t *__restrict__ split_flag,
-               const uint32_t *__restrict__ srank, const uint32_t *__restrict__ big,
-               const uint32_t *__restrict__ brank, const uint32_t *__restrict__ small,
-               const uint32_t *__restrict__ smrank, const double *__restrict__ ccell,
-               uint64_t *__restrict__ act_next, double *__restrict__ cell_next,
-               unsigned long long *__restrict__ box_next, SmallRoot *__restrict__ roots,
-               uint32_t level)
+               const uint32_t *__restrict__ srank, const unsigned long long *__restrict__ kinds,
+               const unsigned long long *__restrict__ kr,
+               const unsigned long long *__restrict__ nleft, const uint32_t *__restrict__ tcount,
+               const uint32_t *__restrict__ tscan, const double *__restrict__ ccell,
+               LNode<I> *__restrict__ ln, uint64_t *__restrict__ act_next,
+               double *__restrict__ cell_next, unsigned long long *__restrict__ box_next,
+               uint32_t *__restrict__ ntiles_next, unsigned long long *__restrict__ nleft_next,
+               SmallRoot *__restrict__ roots, uint32_t level, uint32_t *__restrict__ hout)
 {
     uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= 2 * nact) return;
-    uint32_t j = k / 2;
-    if (!split_flag[j]) return;
-    uint64_t cid = base + 2 * (uint64_t)(srank[j] - 1) + (k & 1u);
-    if (big[k]) {
-        uint32_t p = brank[k] - 1;
+    if (k == 0) {
+        const unsigned long long last = kr[2 * nact - 1];
+        hout[0] = split_rank(srank, nact - 1);
+        hout[1] = (uint32_t)last;
+        hout[2] = (uint32_t)(last >> 32);
+    }
+    const uint32_t j = k / 2;
+    const bool split = split_flag[j] != 0;
+    const I begin = ln[j].begin, end = ln[j].end;
+    const I nl = split ? (I)nleft[j] : end - begin;
+    const unsigned long long kind = kinds[k], rank = kr[k];
+    const bool big = (uint32_t)kind != 0;
+    if ((k & 1) == 0) {
+        const uint32_t t0 = ln[j].tile0;
+        ln[j].nl = nl;
+        ln[j].tbase = tscan[t0] - tcount[t0];
+    }
+    ln[j].box[k & 1] = big ? (uint32_t)rank : 0;
+    if (!split) return;
+    uint64_t cid = base + 2 * (uint64_t)(split_rank(srank, j) - 1) + (k & 1u);
+    if (big) {
+        const uint32_t p = (uint32_t)rank - 1;
+        const I cnt = (k & 1) ? (end - begin) - nl : nl;
         act_next[p] = cid;
         for (int q = 0; q < 2 * D; q++) {
             cell_next[(size_t)p * 2 * D + q] = ccell[(size_t)k * 2 * D + q];
             box_next[(size_t)p * 2 * D + q] = q < D ? ~0ull : 0ull;
         }
-    } else if (small[k]) {
+        ntiles_next[p] = (uint32_t)(cnt / kTile) + (cnt % kTile ? 1u : 0u);
+        nleft_next[p] = 0;
+    } else if (kind >> 32) {
         SmallRoot r;
         r.id = cid;
         r.level = level;
         r.pad = 0;
-        roots[smrank[k] - 1] = r;
-    }
-}
-
-/* The three counts the host reads after a level, gathered for one copy. */
-__global__ void counts_kernel(const uint32_t *__restrict__ splits,
-                              const uint32_t *__restrict__ bigs,
-                              const uint32_t *__restrict__ smalls, uint32_t *__restrict__ out)
-{
-    if (threadIdx.x == 0) {
-        out[0] = *splits;
-        out[1] = *bigs;
-        out[2] = *smalls;
+        roots[(uint32_t)(rank >> 32) - 1] = r;
     }
 }
 
@@ -606,13 +672,14 @@ __global__ void gather_rows_kernel(const unsigned char *__restrict__ in, size_t 
 
 /* ---- host side ---- */
 
-/* The device buffers of one build, freed together. */
+/* The device buffers of one build, freed together, and the build's event (or NULL). */
 struct Bufs {
     grove_ctx *ctx;
     void *stream;
     void *p[40];
     size_t bytes[40];
     int count;
+    cudaEvent_t ev;
 
     grove_status alloc(void **out, size_t b, const char *what)
     {
@@ -672,24 +739,27 @@ struct Bufs {
     {
         for (int i = 0; i < count; i++) grove__cuda_free(ctx, p[i], bytes[i], stream);
         count = 0;
+        if (ev) cudaEventDestroy(ev);
+        ev = NULL;
     }
 };
 
-/* Inclusive sum scan of n u32 on the device (temp storage grown in *temp). */
-grove_status scan_u32(grove_ctx *ctx, Bufs &b, void **temp, size_t *temp_cap, const uint32_t *in,
-                      uint32_t *out, size_t n, cudaStream_t s)
+/* Inclusive sum scan of n u32 or u64 (type t) on the device (temp storage grown in *temp). */
+grove_status scan_sum(grove_ctx *ctx, Bufs &b, void **temp, size_t *temp_cap, grove_dtype t,
+                      const void *in, void *out, size_t n, cudaStream_t s)
 {
     size_t need = 0;
-    GROVE_TRY(grove__cuda_scan(ctx, NULL, &need, GROVE_U32, GROVE_OP_SUM, GROVE_SCAN_INCLUSIVE, in,
-                               out, n, s));
+    GROVE_TRY(grove__cuda_scan(ctx, NULL, &need, t, GROVE_OP_SUM, GROVE_SCAN_INCLUSIVE, in, out, n,
+                               s));
     GROVE_TRY(b.grow(temp, temp_cap, need, 0, "k-d tree scan temporary storage"));
-    return grove__cuda_scan(ctx, *temp, &need, GROVE_U32, GROVE_OP_SUM, GROVE_SCAN_INCLUSIVE, in,
-                            out, n, s);
+    return grove__cuda_scan(ctx, *temp, &need, t, GROVE_OP_SUM, GROVE_SCAN_INCLUSIVE, in, out, n,
+                            s);
 }
 
 /* The build. dev_in: pts->data is device memory (else host memory, uploaded here). keep: the
  * finished arrays stay on the device as t's d_* arrays (else they are downloaded into t's host
- * arrays and freed). */
+ * arrays and freed). I: the large stage's positions and tree order (iota_kernel). */
+template <typename I>
 grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtree *t, bool dev_in,
                    bool keep)
 {
@@ -704,12 +774,16 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
      * the points of finished nodes (the same positions) */
     void *x = NULL, *x2 = NULL, *xf = NULL;
     double *bounds = NULL, *cell = NULL, *cell2 = NULL, *ccell = NULL;
-    uint64_t *perm = NULL, *perm2 = NULL, *pf = NULL, *act = NULL, *act2 = NULL;
-    uint32_t *ntiles = NULL, *tnode = NULL, *tcount = NULL, *tscan = NULL, *split_flag = NULL,
-             *srank = NULL, *big = NULL, *brank = NULL, *smf = NULL, *smrank = NULL,
+    /* the tree order: perm this level's, perm2 the next's, pf the finished points' (the
+     * tree's index) */
+    I *perm = NULL, *perm2 = NULL;
+    uint64_t *pf = NULL, *act = NULL, *act2 = NULL;
+    uint32_t *ntiles = NULL, *ntiles2 = NULL, *tnode = NULL, *lvl = NULL, *lscan = NULL,
              *hcount = NULL;
     int32_t *side = NULL;
-    unsigned long long *boxk = NULL, *boxk2 = NULL, *nleft = NULL, *d_depth = NULL;
+    unsigned long long *boxk = NULL, *boxk2 = NULL, *nleft = NULL, *nleft2 = NULL, *kinds = NULL,
+                       *kr = NULL, *d_depth = NULL;
+    LNode<I> *ln = NULL;
     BNode *nodes = NULL;
     SmallRoot *roots = NULL;
     size_t temp_cap = 0, nodes_cap = 0, bounds_cap = 0, roots_cap = 0;
@@ -719,7 +793,7 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
     unsigned long long depth = 0;
     grove_status st = GROVE_OK;
 
-    /* the input: one array per axis, tree order 0..n-1 */
+    /* the input: one array per axis */
     if (dev_in) {
         d_in = (void *)pts->data; /* only read */
     } else {
@@ -727,7 +801,6 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
         GROVE_TRY(grove__cuda_h2d(ctx, d_in, pts->data, n * es, s));
     }
     GROVE_TRY(b.alloc(&x, n * es, "the k-d tree coordinates"));
-    GROVE_TRY(b.alloc((void **)&perm, n * sizeof(uint64_t), "the k-d tree point order"));
     if (f64)
         to_soa_kernel<double>
             <<<grid_for(n * D), kBlock, 0, s>>>((const double *)d_in, n, D, (double *)x);
@@ -735,8 +808,6 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
         to_soa_kernel<float>
             <<<grid_for(n * D), kBlock, 0, s>>>((const float *)d_in, n, D, (float *)x);
     KD_LAUNCHED("k-d tree input conversion kernel");
-    iota_kernel<<<grid_for(n), kBlock, 0, s>>>(perm, n);
-    KD_LAUNCHED("k-d tree order kernel");
     if (!keep) {
         /* the host arrays of the points, touched while the GPU works */
         t->pts = malloc(n * es);
@@ -773,37 +844,62 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
         GROVE_TRY(grove__cuda_h2d(ctx, roots, &r, sizeof r, s));
         nroots = 1;
         xf = x;
-        pf = perm;
+        GROVE_TRY(b.alloc((void **)&pf, n * sizeof(uint64_t), "the k-d tree point order"));
+        iota_kernel<uint64_t><<<grid_for(n), kBlock, 0, s>>>(pf, n);
+        KD_LAUNCHED("k-d tree order kernel");
     } else {
         /* the large-node stage */
         const size_t max_act = n / (kSmall + 1) + 1;
         const size_t max_tiles = n / kTile + max_act + 1;
+        uint32_t *hpin = NULL, *dpin = NULL;
+        GROVE_TRY(b.alloc((void **)&perm, n * sizeof(I), "the k-d tree point order"));
+        iota_kernel<I><<<grid_for(n), kBlock, 0, s>>>(perm, n);
+        KD_LAUNCHED("k-d tree order kernel");
         GROVE_TRY(b.alloc(&x2, n * es, "the k-d tree coordinates"));
         GROVE_TRY(b.alloc(&xf, n * es, "the k-d tree coordinates"));
-        GROVE_TRY(b.alloc((void **)&perm2, n * sizeof(uint64_t), "the k-d tree point order"));
+        GROVE_TRY(b.alloc((void **)&perm2, n * sizeof(I), "the k-d tree point order"));
         GROVE_TRY(b.alloc((void **)&pf, n * sizeof(uint64_t), "the k-d tree point order"));
         GROVE_TRY(b.alloc((void **)&tnode, max_tiles * 4, "the k-d tree tiles"));
-        GROVE_TRY(b.alloc((void **)&tcount, max_tiles * 4, "the k-d tree tile counts"));
-        GROVE_TRY(b.alloc((void **)&tscan, max_tiles * 4, "the k-d tree tile counts"));
-        /* the scans below run over max_tiles entries; those past a level's tiles are unused */
-        GROVE_CUDA_TRY(ctx, cudaMemsetAsync(tcount, 0, max_tiles * 4, s), "k-d tree tile counts");
+        /* a level's tile counts, then its split flags: one scan gives the tile counts' scan and
+         * the split nodes' ranks (split_rank) */
+        GROVE_TRY(b.alloc((void **)&lvl, (max_tiles + max_act) * 4, "the k-d tree tile counts"));
+        GROVE_TRY(b.alloc((void **)&lscan, (max_tiles + max_act) * 4, "the k-d tree tile counts"));
+        /* the scans run over max_tiles tile counts; those past a level's tiles are unused */
+        GROVE_CUDA_TRY(ctx, cudaMemsetAsync(lvl, 0, max_tiles * 4, s), "k-d tree tile counts");
         GROVE_TRY(b.alloc((void **)&act, max_act * 8, "the k-d tree active nodes"));
         GROVE_TRY(b.alloc((void **)&act2, max_act * 8, "the k-d tree active nodes"));
+        GROVE_TRY(b.alloc((void **)&ln, max_act * sizeof(LNode<I>), "the k-d tree active nodes"));
         GROVE_TRY(b.alloc((void **)&cell, max_act * cs * 8, "the k-d tree cells"));
         GROVE_TRY(b.alloc((void **)&cell2, max_act * cs * 8, "the k-d tree cells"));
         GROVE_TRY(b.alloc((void **)&ccell, 2 * max_act * cs * 8, "the k-d tree cells"));
         GROVE_TRY(b.alloc((void **)&boxk, max_act * cs * 8, "the k-d tree boxes"));
         GROVE_TRY(b.alloc((void **)&boxk2, max_act * cs * 8, "the k-d tree boxes"));
         GROVE_TRY(b.alloc((void **)&nleft, max_act * 8, "the k-d tree left counts"));
+        GROVE_TRY(b.alloc((void **)&nleft2, max_act * 8, "the k-d tree left counts"));
         GROVE_TRY(b.alloc((void **)&side, max_act * 4, "the k-d tree cut sides"));
         GROVE_TRY(b.alloc((void **)&ntiles, max_act * 4, "the k-d tree tiles"));
-        GROVE_TRY(b.alloc((void **)&split_flag, max_act * 4, "the k-d tree splits"));
-        GROVE_TRY(b.alloc((void **)&srank, max_act * 4, "the k-d tree splits"));
-        GROVE_TRY(b.alloc((void **)&big, 2 * max_act * 4, "the k-d tree children"));
-        GROVE_TRY(b.alloc((void **)&brank, 2 * max_act * 4, "the k-d tree children"));
-        GROVE_TRY(b.alloc((void **)&smf, 2 * max_act * 4, "the k-d tree children"));
-        GROVE_TRY(b.alloc((void **)&smrank, 2 * max_act * 4, "the k-d tree children"));
+        GROVE_TRY(b.alloc((void **)&ntiles2, max_act * 4, "the k-d tree tiles"));
+        GROVE_TRY(b.alloc((void **)&kinds, 2 * max_act * 8, "the k-d tree children"));
+        GROVE_TRY(b.alloc((void **)&kr, 2 * max_act * 8, "the k-d tree children"));
         GROVE_TRY(b.alloc((void **)&hcount, 3 * 4, "the k-d tree level counts"));
+        /* the level's counts (split nodes, next active nodes, small roots): compact_kernel
+         * writes them into the context's page-locked scratch, which the device reaches
+         * (unified addressing maps it), and the host reads them after an event that follows
+         * compact_kernel, so that its round trip overlaps the move pass instead of following
+         * it. Without the scratch: copied from hcount after the level. */
+        if (ctx->pinned && ctx->pinned_bytes >= 3 * sizeof(uint32_t)) {
+            void *dp = NULL;
+            if (cudaHostGetDevicePointer(&dp, ctx->pinned, 0) == cudaSuccess && dp) {
+                cudaEvent_t ev = NULL;
+                GROVE_CUDA_TRY(ctx, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming),
+                               "k-d tree level event");
+                b.ev = ev;
+                hpin = (uint32_t *)ctx->pinned;
+                dpin = (uint32_t *)dp;
+            } else {
+                cudaGetLastError(); /* not mapped: the copy instead */
+            }
+        }
         {
             const uint64_t zero = 0;
             GROVE_TRY(grove__cuda_h2d(ctx, act, &zero, sizeof zero, s));
@@ -818,6 +914,7 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
                 pg = (unsigned)dev_sms * 8u;
             for (uint32_t level = 0; nact > 0; level++) {
                 const unsigned ga = grid_for(nact), g2 = grid_for(2 * nact);
+                uint32_t *const split_flag = lvl + max_tiles, *const srank = lscan + max_tiles;
                 uint32_t host[3];
                 GROVE_TRY(b.grow((void **)&nodes, &nodes_cap, (num + 2 * nact) * sizeof(BNode), 1,
                                  "the k-d tree nodes"));
@@ -825,10 +922,11 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
                                  (num + 2 * nact) * cs * sizeof(double), 1, "the k-d tree boxes"));
                 GROVE_TRY(b.grow((void **)&roots, &roots_cap,
                                  (nroots + 2 * nact) * sizeof(SmallRoot), 1, "the small roots"));
-                tiles_kernel<<<ga, kBlock, 0, s>>>(nodes, act, (uint32_t)nact, D, level == 0,
-                                                   ntiles, boxk, nleft);
-                KD_LAUNCHED("k-d tree tiles kernel");
-                GROVE_TRY(scan_u32(ctx, b, &temp, &temp_cap, ntiles, ntiles, nact, s));
+                if (level == 0) {
+                    root_tiles_kernel<<<1, 32, 0, s>>>(n, D, ntiles, boxk, nleft);
+                    KD_LAUNCHED("k-d tree tiles kernel");
+                }
+                GROVE_TRY(scan_sum(ctx, b, &temp, &temp_cap, GROVE_U32, ntiles, ntiles, nact, s));
                 tile_map_kernel<<<grid_for(max_tiles), kBlock, 0, s>>>(ntiles, (uint32_t)nact,
                                                                        max_tiles, tnode);
                 KD_LAUNCHED("k-d tree tile map kernel");
@@ -841,60 +939,65 @@ grove_status build(grove_ctx *ctx, Bufs &b, const grove_coords *pts, grove_kdtre
                     root_cell_kernel<<<1, 32, 0, s>>>(boxk, D, cell);
                     KD_LAUNCHED("k-d tree root cell kernel");
                 }
-                decide_kernel<<<ga, kBlock, 0, s>>>(nodes, act, (uint32_t)nact, D, boxk, cell,
-                                                    bounds, split_flag, side);
+                decide_kernel<I><<<ga, kBlock, 0, s>>>(nodes, act, (uint32_t)nact, D, boxk, cell,
+                                                       ntiles, bounds, split_flag, side, ln);
                 KD_LAUNCHED("k-d tree decide kernel");
                 if (f64)
-                    count_kernel<double><<<pg, kBlock, 0, s>>>(nodes, act, (uint32_t)nact, ntiles,
-                                                               tnode, (const double *)x, n, tcount,
-                                                               nleft);
+                    count_kernel<double, I><<<pg, kBlock, 0, s>>>(
+                        ln, (uint32_t)nact, ntiles, tnode, (const double *)x, n, lvl, nleft);
                 else
-                    count_kernel<float><<<pg, kBlock, 0, s>>>(nodes, act, (uint32_t)nact, ntiles,
-                                                              tnode, (const float *)x, n, tcount,
-                                                              nleft);
+                    count_kernel<float, I><<<pg, kBlock, 0, s>>>(
+                        ln, (uint32_t)nact, ntiles, tnode, (const float *)x, n, lvl, nleft);
                 KD_LAUNCHED("k-d tree count kernel");
-                GROVE_TRY(scan_u32(ctx, b, &temp, &temp_cap, tcount, tscan, max_tiles, s));
-                GROVE_TRY(scan_u32(ctx, b, &temp, &temp_cap, split_flag, srank, nact, s));
+                GROVE_TRY(scan_sum(ctx, b, &temp, &temp_cap, GROVE_U32, lvl, lscan,
+                                   max_tiles + nact, s));
                 children_kernel<<<ga, kBlock, 0, s>>>(nodes, act, (uint32_t)nact, D, num,
                                                       split_flag, srank, nleft, side, cell, bounds,
-                                                      big, smf, ccell);
+                                                      kinds, ccell);
                 KD_LAUNCHED("k-d tree children kernel");
-                GROVE_TRY(scan_u32(ctx, b, &temp, &temp_cap, big, brank, 2 * nact, s));
-                GROVE_TRY(scan_u32(ctx, b, &temp, &temp_cap, smf, smrank, 2 * nact, s));
-                compact_kernel<<<g2, kBlock, 0, s>>>((uint32_t)nact, D, num, split_flag, srank, big,
-                                                     brank, smf, smrank, ccell, act2, cell2, boxk2,
-                                                     roots + nroots, level + 1);
+                GROVE_TRY(scan_sum(ctx, b, &temp, &temp_cap, GROVE_U64, kinds, kr, 2 * nact, s));
+                compact_kernel<I><<<g2, kBlock, 0, s>>>(
+                    (uint32_t)nact, D, num, split_flag, srank, kinds, kr, nleft, lvl, lscan, ccell,
+                    ln, act2, cell2, boxk2, ntiles2, nleft2, roots + nroots, level + 1,
+                    dpin ? dpin : hcount);
                 KD_LAUNCHED("k-d tree compact kernel");
+                if (dpin) GROVE_CUDA_TRY(ctx, cudaEventRecord(b.ev, s), "k-d tree level event");
                 if (f64)
-                    move_pass<double>(D, pg, nodes, act, (uint32_t)nact, ntiles, tnode, tcount,
-                                      tscan, nleft, big, brank, x, perm, n, x2, perm2, xf, pf,
-                                      boxk2, s);
+                    move_pass<double, I>(D, pg, ln, (uint32_t)nact, ntiles, tnode, lvl, lscan, x,
+                                         perm, n, x2, perm2, xf, pf, boxk2, s);
                 else
-                    move_pass<float>(D, pg, nodes, act, (uint32_t)nact, ntiles, tnode, tcount,
-                                     tscan, nleft, big, brank, x, perm, n, x2, perm2, xf, pf,
-                                     boxk2, s);
+                    move_pass<float, I>(D, pg, ln, (uint32_t)nact, ntiles, tnode, lvl, lscan, x,
+                                        perm, n, x2, perm2, xf, pf, boxk2, s);
                 KD_LAUNCHED("k-d tree move kernel");
-                /* one copy (a round trip to the host each) instead of three */
-                counts_kernel<<<1, 32, 0, s>>>(srank + nact - 1, brank + 2 * nact - 1,
-                                               smrank + 2 * nact - 1, hcount);
-                KD_LAUNCHED("k-d tree counts kernel");
-                GROVE_TRY(grove__cuda_d2h(ctx, host, hcount, sizeof host, s));
-                GROVE_TRY(grove__cuda_sync(ctx, s, "building the k-d tree"));
+                if (dpin) {
+                    /* the move pass runs on while the host reads and queues the next level */
+                    GROVE_CUDA_TRY(ctx, cudaEventSynchronize(b.ev), "building the k-d tree");
+                    memcpy(host, hpin, sizeof host);
+                } else {
+                    GROVE_TRY(grove__cuda_d2h(ctx, host, hcount, sizeof host, s));
+                    GROVE_TRY(grove__cuda_sync(ctx, s, "building the k-d tree"));
+                }
                 {
                     void *tx = x;
-                    uint64_t *tp = perm, *ta = act;
+                    I *tp = perm;
+                    uint64_t *ta = act;
+                    uint32_t *tt = ntiles;
                     double *tc = cell;
-                    unsigned long long *tb = boxk;
+                    unsigned long long *tb = boxk, *tl = nleft;
                     x = x2;
                     x2 = tx;
                     perm = perm2;
                     perm2 = tp;
                     act = act2;
                     act2 = ta;
+                    ntiles = ntiles2;
+                    ntiles2 = tt;
                     cell = cell2;
                     cell2 = tc;
                     boxk = boxk2;
                     boxk2 = tb;
+                    nleft = nleft2;
+                    nleft2 = tl;
                 }
                 num += 2 * (uint64_t)host[0];
                 nroots += host[2];
@@ -1003,12 +1106,15 @@ static grove_status build_any(grove_ctx *ctx, const grove_coords *pts, grove_kdt
     b.ctx = ctx;
     b.stream = ctx->stream;
     b.count = 0;
+    b.ev = NULL;
     if (t->n > (size_t)UINT32_MAX)
         return grove__error(ctx, GROVE_ERR_LIMIT,
                             "grove_kdtree_build: the CUDA build takes at most %u points, got %zu",
                             UINT32_MAX, t->n);
     GROVE_TRY(grove__cuda_use(ctx));
-    st = build(ctx, b, pts, t, dev_in, keep);
+    /* the large stage's tree order in 32 bits (the limit above); the kernels take the index
+     * type as a parameter, should the limit be raised */
+    st = build<uint32_t>(ctx, b, pts, t, dev_in, keep);
     b.free_all();
     if (st != GROVE_OK) {
         grove__kd_free_device(t);
