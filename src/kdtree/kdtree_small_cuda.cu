@@ -17,49 +17,31 @@ namespace
 /* ---- small-node stage ---- */
 
 /* One warp per small root (at most 64 points, so two per lane). The warp walks the root's
- * subtree depth first as small_build() of kdtree_cpu.c does; each node's box is a warp
- * reduction, and the plane search runs all candidate planes of an axis at once: prefix and
- * suffix boxes by warp scans (min and max are exact, so any order gives the CPU's boxes), the
- * CPU's cost formula per candidate in the same rounded operations, then the least
- * (cost, axis, position), which is what the CPU's sequential sweep keeps. The stable
- * partitions of the tree order and of the per-axis sorted lists are ballots. */
+ * subtree depth first as small_build() of kdtree_cpu.c does. Per-axis lists sorted by
+ * (coordinate, local position) are made once per root and kept sorted by the stable
+ * partitions, so a node's box is read off the ends of its ranges (min and max are exact: the
+ * CPU's box). The plane search runs all candidate planes of an axis at once: prefix and suffix
+ * boxes by warp scans on the other axes (on the searched axis the sorted range gives them),
+ * the CPU's cost formula per candidate in the same rounded operations, and each lane keeps its
+ * least (cost, axis, position); one reduction over the lanes then gives the CPU's choice. The
+ * stable partitions of the tree order and of the per-axis sorted lists are ballots. A node of
+ * at most 32 points takes one candidate per lane, a larger one two. */
 const int kSmallWarps = 4;
+const unsigned kFull = 0xffffffffu;
+/* blocks per SM: 80 registers, no spills for float input (7: spills), 8-24 bytes for double */
 #ifndef KD_SMALL_MINB
-#define KD_SMALL_MINB 6 /* blocks per SM: 80 registers, no spills (8 spills) */
+#define KD_SMALL_MINB 6
 #endif
 
 /* Shared scratch of one warp, sized for D axes. */
 template <typename T, int D> struct WarpWs {
-    T px[kSmall * D];       /* local point p's coordinates, in the input's type */
-    uint64_t gid[kSmall];   /* local point -> input position */
-    uint8_t ord[D][kSmall]; /* per axis, each node's range sorted by (coordinate, p) */
-    uint8_t seq[kSmall];    /* tree order of the local points */
-    uint8_t tmp[kSmall];    /* partition scratch */
-    uint8_t stk[2 * kSmall + 2], sa[2 * kSmall + 2], se[2 * kSmall + 2]; /* node stack */
-    uint8_t lvl[2 * kSmall]; /* local depth per local node */
+    alignas(16) T col[kSmall];    /* one axis's coordinates, +inf past the end (rank sweep) */
+    T px[kSmall * D];             /* local point p's coordinates, in the input's type */
+    uint64_t gid[kSmall];         /* local point -> input position */
+    uint32_t stk[2 * kSmall + 2]; /* node stack: id | begin << 8 | end << 16 | depth << 24 */
+    uint8_t ord[D][kSmall];       /* per axis, each node's range sorted by (coordinate, p) */
+    uint8_t seq[kSmall];          /* tree order of the local points */
 };
-
-/* A candidate plane: cost c before position i of an axis's sorted range (i >= 1). */
-struct Cand {
-    double c, split;
-    int i, ok;
-};
-
-__device__ __forceinline__ bool better(const Cand &a, const Cand &b)
-{
-    return a.ok && (!b.ok || a.c < b.c || (a.c == b.c && a.i < b.i));
-}
-
-/* (split is not exchanged: the winner's plane is read back from its position) */
-__device__ __forceinline__ Cand shfl_cand(const Cand &a, int o)
-{
-    Cand r;
-    r.c = __shfl_xor_sync(0xffffffffu, a.c, o);
-    r.i = __shfl_xor_sync(0xffffffffu, a.i, o);
-    r.ok = __shfl_xor_sync(0xffffffffu, a.ok, o);
-    r.split = 0.0;
-    return r;
-}
 
 /* Exact minimum and maximum in the coordinates' own type (no NaN, no -0 here); float ones are
  * half the shuffles and run at the single-precision rate. */
@@ -68,130 +50,224 @@ __device__ __forceinline__ float kmax(float a, float b) { return fmaxf(a, b); }
 __device__ __forceinline__ double kmin(double a, double b) { return fmin(a, b); }
 __device__ __forceinline__ double kmax(double a, double b) { return fmax(a, b); }
 
-/* The plane before position j of m (at coordinate split), valid if ok, with the CPU's cost:
- * j points in the left box, m - j in the right, each weighted by its inflated measure (ml, mr:
- * the products of box_measure() of kdtree_cpu.c). */
-__device__ __forceinline__ Cand cand_at(bool ok, int j, double split, int m, double ml, double mr)
+/* 16 bytes of coordinates from 16-byte aligned shared memory, one load. */
+__device__ __forceinline__ void load16(const float *s, float (&c)[4])
 {
-    Cand r;
-    r.ok = ok;
-    r.i = j;
-    r.split = split;
-    r.c = INFINITY;
-    if (ok) r.c = __dadd_rn(__dmul_rn((double)j, ml), __dmul_rn((double)(m - j), mr));
+    const float4 v = *reinterpret_cast<const float4 *>(s);
+    c[0] = v.x;
+    c[1] = v.y;
+    c[2] = v.z;
+    c[3] = v.w;
+}
+__device__ __forceinline__ void load16(const double *s, double (&c)[2])
+{
+    const double2 v = *reinterpret_cast<const double2 *>(s);
+    c[0] = v.x;
+    c[1] = v.y;
+}
+
+/* -1 if a < b (if a <= b for le), else 0: the rank sweep adds two of these and its count in
+ * one three-input add (a C comparison becomes a predicate, an increment and a conditional
+ * move: 3 instructions a comparison against 2.5). */
+__device__ __forceinline__ int neg_lt(float a, float b, bool le)
+{
+#ifdef __CUDA_ARCH__
+    int r;
+    if (le)
+        asm("set.le.s32.f32 %0, %1, %2;" : "=r"(r) : "f"(a), "f"(b));
+    else
+        asm("set.lt.s32.f32 %0, %1, %2;" : "=r"(r) : "f"(a), "f"(b));
     return r;
+#else
+    return -(int)(le ? a <= b : a < b);
+#endif
+}
+__device__ __forceinline__ int neg_lt(double a, double b, bool le)
+{
+#ifdef __CUDA_ARCH__
+    int r;
+    if (le)
+        asm("set.le.s32.f64 %0, %1, %2;" : "=r"(r) : "d"(a), "d"(b));
+    else
+        asm("set.lt.s32.f64 %0, %1, %2;" : "=r"(r) : "d"(a), "d"(b));
+    return r;
+#else
+    return -(int)(le ? a <= b : a < b);
+#endif
 }
 
-/* One factor of kdtree_cpu.c's box_measure(): multiplied in axis order, as there, the running
- * products give its bytes without keeping the boxes (8 * D doubles in registers before). */
-__device__ __forceinline__ double measure_step(double m, double lo, double hi, double infl)
+/* Factor k of kdtree_cpu.c's box_measure(): multiplied in axis order, as there, the running
+ * products give its bytes without keeping the boxes (the CPU's 1.0 * f of axis 0 is f). */
+__device__ __forceinline__ double measure_step(double m, int k, double lo, double hi, double infl)
 {
-    return __dmul_rn(m, __dadd_rn(__dsub_rn(hi, lo), infl));
+    const double f = __dadd_rn(__dsub_rn(hi, lo), infl);
+    return k == 0 ? f : __dmul_rn(m, f);
 }
 
-/* The least-cost plane of the node whose range [a, e) of every sorted list has the box bx;
- * the same result in every lane. Returns 0 if no plane separates the points. The prefix and
- * suffix boxes are scanned in the coordinates' type (exact), the costs in double. */
-template <typename T, int D>
-__device__ int warp_best(const WarpWs<T, D> &w, int a, int e, const double *bx, int lane,
-                         int *axis, double *split)
+/* The CPU's cost of the plane before position j of m: j points weighted by the left box's
+ * inflated measure ml, m - j by the right one's mr. */
+__device__ __forceinline__ double plane_cost(int j, int m, double ml, double mr)
 {
-    const int m = e - a, j0 = 2 * lane, j1 = 2 * lane + 1;
+    return __dadd_rn(__dmul_rn((double)j, ml), __dmul_rn((double)(m - j), mr));
+}
+
+/* Inclusive prefix (s, up the lanes) and suffix (u, down the lanes) minimum and maximum. Min
+ * and max are idempotent and a shuffle past the warp's edge returns the lane's own value, so
+ * no step needs a guard. */
+template <typename T>
+__device__ __forceinline__ void scan_box(T &slo, T &shi, T &ulo, T &uhi, int first = 1)
+{
+#pragma unroll
+    for (int q = first; q < 32; q *= 2) {
+        slo = kmin(slo, __shfl_up_sync(kFull, slo, q));
+        shi = kmax(shi, __shfl_up_sync(kFull, shi, q));
+        ulo = kmin(ulo, __shfl_down_sync(kFull, ulo, q));
+        uhi = kmax(uhi, __shfl_down_sync(kFull, uhi, q));
+    }
+}
+
+/* A lane's candidate (cost c before position j of axis d, valid if ok) against its least so
+ * far (key kb, axis and position db): costs are never negative nor NaN, so their bits order
+ * them as unsigned integers, and an invalid plane gets a key above every cost (+INF
+ * included). Axes and positions come in ascending order, so strictly less keeps the least
+ * (cost, axis, position). */
+__device__ __forceinline__ void keep_least(bool ok, double c, int d, int j, uint64_t &kb, int &db)
+{
+    const uint64_t k = ok ? (uint64_t)__double_as_longlong(c) : ~0ull;
+    if (k < kb) {
+        kb = k;
+        db = d * kSmall + j;
+    }
+}
+
+/* The least-cost plane of the node whose range [a, e) of every sorted list has the box held
+ * by lanes 0..2D-1 in bv (lane k: lo of axis k, lane D + k: hi); the same result in every
+ * lane: its axis, its plane and the number of points left of it (its position). Returns false
+ * if no plane separates the points. P: candidate positions per lane (1: e - a <= 32, else 2,
+ * at 2 * lane and 2 * lane + 1). A lane's positions past the end read the range's last point:
+ * a repeated point changes no suffix box, and its plane is invalid since it does not separate
+ * (the prefix boxes of invalid planes are not used). */
+template <typename T, int D, int P>
+__device__ bool warp_best(const WarpWs<T, D> &w, int a, int e, T bv, int lane, int *axis, T *split,
+                          int *nl)
+{
+    const int m = e - a, j0 = P * lane, j1 = j0 + 1;
     const T inf = (T)INFINITY;
-    double ext_max = 0.0, infl;
-    Cand best;
-    best.ok = 0;
-    best.c = INFINITY;
-    best.split = 0.0;
-    best.i = 0;
-    *axis = -1;
-    for (int d = 0; d < D; d++) {
-        double ex = __dsub_rn(bx[D + d], bx[d]);
-        ext_max = ex > ext_max ? ex : ext_max;
+    double ext_max, infl;
+    uint64_t kb = ~0ull;
+    int db = 0;
+    {
+        /* the largest extent (0 at least): lane k < D holds axis k's, and extents are never
+         * negative, so their bits order them */
+        const T up = __shfl_down_sync(kFull, bv, D);
+        const double ex = lane < D ? __dsub_rn((double)up, (double)bv) : 0.0;
+        const uint64_t eb = (uint64_t)__double_as_longlong(ex);
+        const unsigned ehi = __reduce_max_sync(kFull, (unsigned)(eb >> 32));
+        const unsigned elo =
+            __reduce_max_sync(kFull, (unsigned)(eb >> 32) == ehi ? (unsigned)eb : 0u);
+        ext_max = __longlong_as_double((long long)((uint64_t)ehi << 32 | elo));
     }
     infl = __dmul_rn(2.0, __ddiv_rn(ext_max, __dsqrt_rn((double)m)));
     for (int d = 0; d < D; d++) {
         const uint8_t *o = w.ord[d] + a;
-        const bool h0 = j0 < m, h1 = j1 < m;
-        const T *p0 = h0 ? w.px + o[j0] * D : NULL, *p1 = h1 ? w.px + o[j1] * D : NULL;
-        /* the inflated measures of the left box of the plane before j0 (exclusive prefix), and
-         * before j1; of the right box of the plane before j0 (suffix from j0), and before j1 */
-        double ml0 = 1.0, ml1 = 1.0, mr0 = 1.0, mr1 = 1.0;
+        const T lo = __shfl_sync(kFull, bv, d), hi = __shfl_sync(kFull, bv, D + d);
+        const T *p0 = w.px + o[j0 < m ? j0 : m - 1] * D;
+        const T *p1 = w.px + o[j1 < m ? j1 : m - 1] * D;
+        /* coordinates on axis d at j0 (c0), j1 (c1) and before j0 (b0: the previous lane's
+         * last; at lane 0 its own, so the invalid plane before 0 is never taken) */
+        const T c0 = p0[d], c1 = P == 2 ? p1[d] : c0;
+        const T b0 = __shfl_up_sync(kFull, P == 2 ? c1 : c0, 1);
+        /* the inflated measures of the left boxes before j0 and j1, of the right boxes from j0
+         * and j1, multiplied in axis order */
+        double ml0 = 0.0, ml1 = 0.0, mr0 = 0.0, mr1 = 0.0;
         for (int k = 0; k < D; k++) {
-            T v0lo = h0 ? p0[k] : inf, v0hi = h0 ? p0[k] : -inf;
-            T v1lo = h1 ? p1[k] : inf, v1hi = h1 ? p1[k] : -inf;
-            T slo = kmin(v0lo, v1lo), shi = kmax(v0hi, v1hi);
-            T ulo = slo, uhi = shi;
-            for (int q = 1; q < 32; q *= 2) {
-                T tlo = __shfl_up_sync(0xffffffffu, slo, q);
-                T thi = __shfl_up_sync(0xffffffffu, shi, q);
-                T vlo = __shfl_down_sync(0xffffffffu, ulo, q);
-                T vhi = __shfl_down_sync(0xffffffffu, uhi, q);
-                if (lane >= q) {
-                    slo = kmin(slo, tlo);
-                    shi = kmax(shi, thi);
+            if (k == d) {
+                ml0 = measure_step(ml0, k, (double)lo, (double)b0, infl);
+                mr0 = measure_step(mr0, k, (double)c0, (double)hi, infl);
+                if (P == 2) {
+                    ml1 = measure_step(ml1, k, (double)lo, (double)c0, infl);
+                    mr1 = measure_step(mr1, k, (double)c1, (double)hi, infl);
                 }
-                if (lane + q < 32) {
-                    ulo = kmin(ulo, vlo);
-                    uhi = kmax(uhi, vhi);
+            } else if (P == 1) {
+                const T x = p0[k], xu = __shfl_up_sync(kFull, x, 1),
+                        xd = __shfl_down_sync(kFull, x, 1);
+                T slo = kmin(x, xu), shi = kmax(x, xu), ulo = kmin(x, xd), uhi = kmax(x, xd);
+                scan_box(slo, shi, ulo, uhi, 2);
+                ml0 = measure_step(ml0, k, (double)__shfl_up_sync(kFull, slo, 1),
+                                   (double)__shfl_up_sync(kFull, shi, 1), infl);
+                mr0 = measure_step(mr0, k, (double)ulo, (double)uhi, infl);
+            } else {
+                const T x0 = p0[k], x1 = p1[k];
+                T slo = kmin(x0, x1), shi = kmax(x0, x1), ulo = slo, uhi = shi;
+                scan_box(slo, shi, ulo, uhi);
+                /* exclusive: the lanes before (at lane 0 none: +-inf), the lanes after (at
+                 * lane 31 none) */
+                T elo = __shfl_up_sync(kFull, slo, 1), ehi = __shfl_up_sync(kFull, shi, 1);
+                T alo = __shfl_down_sync(kFull, ulo, 1), ahi = __shfl_down_sync(kFull, uhi, 1);
+                if (lane == 0) {
+                    elo = inf;
+                    ehi = -inf;
                 }
+                if (lane == 31) {
+                    alo = inf;
+                    ahi = -inf;
+                }
+                ml0 = measure_step(ml0, k, (double)elo, (double)ehi, infl);
+                ml1 = measure_step(ml1, k, (double)kmin(elo, x0), (double)kmax(ehi, x0), infl);
+                mr0 = measure_step(mr0, k, (double)ulo, (double)uhi, infl);
+                mr1 = measure_step(mr1, k, (double)kmin(alo, x1), (double)kmax(ahi, x1), infl);
             }
-            T elo = __shfl_up_sync(0xffffffffu, slo, 1);
-            T ehi = __shfl_up_sync(0xffffffffu, shi, 1);
-            T alo = __shfl_down_sync(0xffffffffu, ulo, 1);
-            T ahi = __shfl_down_sync(0xffffffffu, uhi, 1);
-            if (lane == 0) {
-                elo = inf;
-                ehi = -inf;
-            }
-            if (lane == 31) {
-                alo = inf;
-                ahi = -inf;
-            }
-            ml0 = measure_step(ml0, (double)elo, (double)ehi, infl);
-            ml1 = measure_step(ml1, (double)kmin(elo, v0lo), (double)kmax(ehi, v0hi), infl);
-            mr0 = measure_step(mr0, (double)ulo, (double)uhi, infl);
-            mr1 = measure_step(mr1, (double)kmin(alo, v1lo), (double)kmax(ahi, v1hi), infl);
         }
-        /* the coordinate before j0 is the previous lane's j1 */
-        T c1 = h1 ? p1[d] : inf, c0 = h0 ? p0[d] : inf;
-        T before0 = __shfl_up_sync(0xffffffffu, c1, 1);
-        Cand mine = cand_at(j0 >= 1 && h0 && before0 < c0, j0, (double)c0, m, ml0, mr0);
-        Cand other = cand_at(h1 && c0 < c1, j1, (double)c1, m, ml1, mr1);
-        if (better(other, mine)) mine = other;
-        for (int q = 16; q > 0; q /= 2) {
-            Cand t = shfl_cand(mine, q);
-            if (better(t, mine)) mine = t;
-        }
-        /* a later axis must be strictly better */
-        if (mine.ok && (!best.ok || mine.c < best.c)) {
-            best = mine;
-            best.split = (double)w.px[o[mine.i] * D + d];
-            *axis = d;
-        }
+        keep_least(b0 < c0, plane_cost(j0, m, ml0, mr0), d, j0, kb, db);
+        if (P == 2) keep_least(c0 < c1, plane_cost(j1, m, ml1, mr1), d, j1, kb, db);
     }
-    *split = best.split;
-    return best.ok;
+    {
+        /* the least (key, axis * kSmall + position) over the lanes, 32 bits at a time */
+        const unsigned khi = (unsigned)(kb >> 32), klo = (unsigned)kb;
+        const unsigned mhi = __reduce_min_sync(kFull, khi);
+        if (mhi == 0xffffffffu) return false;
+        const unsigned mlo = __reduce_min_sync(kFull, khi == mhi ? klo : 0xffffffffu);
+        const int md =
+            (int)__reduce_min_sync(kFull, khi == mhi && klo == mlo ? (unsigned)db : 0xffffffffu);
+        *axis = md / kSmall;
+        *nl = md % kSmall;
+        *split = w.px[w.ord[*axis][a + *nl] * D + *axis];
+    }
+    return true;
 }
 
-/* Stable partition of list[a, e) by px[p * D + axis] < split (nl points go left). */
-template <typename T, int D>
-__device__ void warp_partition(WarpWs<T, D> &w, uint8_t *list, int a, int e, int nl, int axis,
-                               double split, int lane)
+/* Stable partition of list[a, e) by px[p * D + axis] < split (nl points go left); P entries
+ * per lane (e - a <= 32 * P), all read before any is written. */
+template <typename T, int D, int P>
+__device__ __forceinline__ void warp_partition(const T *px, uint8_t *list, int a, int e, int nl,
+                                               int axis, T split, int lane)
 {
-    int left = 0;
-    for (int c = a; c < e; c += 32) {
-        int j = c + lane;
-        uint8_t p = j < e ? list[j] : 0;
-        bool f = j < e && (double)w.px[p * D + axis] < split;
-        unsigned bal = __ballot_sync(0xffffffffu, f);
-        int lr = left + __popc(bal & ((1u << lane) - 1u));
-        if (j < e) w.tmp[f ? a + lr : a + nl + (j - a - lr)] = p;
-        left += __popc(bal);
-    }
+    const unsigned lt = (1u << lane) - 1u;
+    const int j0 = a + lane, j1 = j0 + 32;
+    const bool h0 = j0 < e, h1 = P == 2 && j1 < e;
+    const uint8_t q0 = h0 ? list[j0] : 0, q1 = h1 ? list[j1] : 0;
+    const bool f0 = h0 && px[q0 * D + axis] < split, f1 = h1 && px[q1 * D + axis] < split;
+    const unsigned b0 = __ballot_sync(kFull, f0);
+    const int l0 = __popc(b0 & lt);
+    int l1 = 0;
+    if (P == 2) l1 = __popc(b0) + __popc(__ballot_sync(kFull, f1) & lt);
     __syncwarp();
-    for (int j = a + lane; j < e; j += 32) list[j] = w.tmp[j];
+    if (h0) list[f0 ? a + l0 : a + nl + lane - l0] = q0;
+    if (h1) list[f1 ? a + l1 : a + nl + 32 + lane - l1] = q1;
+}
+
+/* The plane of node [a, e) and, if there is one, the stable partitions of the tree order and
+ * of the sorted lists (the list of the split axis is already in order: its first nl). */
+template <typename T, int D, int P>
+__device__ bool split_node(WarpWs<T, D> &w, int a, int e, T bv, int lane, int *axis, T *split,
+                           int *nl)
+{
+    if (!warp_best<T, D, P>(w, a, e, bv, lane, axis, split, nl)) return false;
+    warp_partition<T, D, P>(w.px, w.seq, a, e, *nl, *axis, *split, lane);
+    for (int d = 0; d < D; d++)
+        if (d != *axis) warp_partition<T, D, P>(w.px, w.ord[d], a, e, *nl, *axis, *split, lane);
     __syncwarp();
+    return true;
 }
 
 /* The subtree of each small root: to the scratch slots sub[2 * begin ...] in construction order
@@ -205,6 +281,7 @@ __global__ void __launch_bounds__(32 * kSmallWarps, KD_SMALL_MINB)
                  uint32_t *__restrict__ cnt, unsigned long long *__restrict__ depth)
 {
     const int cs = 2 * D, lane = threadIdx.x & 31, wi = threadIdx.x / 32;
+    const T inf = (T)INFINITY;
     __shared__ WarpWs<T, D> wss[kSmallWarps];
     WarpWs<T, D> &w = wss[wi];
     const uint32_t r = blockIdx.x * kSmallWarps + wi;
@@ -222,89 +299,88 @@ __global__ void __launch_bounds__(32 * kSmallWarps, KD_SMALL_MINB)
         w.seq[p] = (uint8_t)p;
     }
     __syncwarp();
-    /* per axis, the rank of each point by (coordinate, local position); a lane's two points in
-     * one sweep, each shared load serving both */
+    /* per axis, the rank of each point by (coordinate, local position): a lane's points p0 and
+     * p1 = p0 + 32 against all, 16 bytes a load; every point of the first half is before p1.
+     * Equal coordinates at smaller positions of the same half are the lanes below with an
+     * equal value (the lanes past m are above every point). The points are finite, so the
+     * +inf past m counts nowhere. */
     for (int d = 0; d < D; d++) {
-        const int p0 = lane, p1 = lane + 32;
-        const T v0 = p0 < m ? w.px[p0 * D + d] : (T)0, v1 = p1 < m ? w.px[p1 * D + d] : (T)0;
-        int r0 = 0, r1 = 0;
-        for (int q = 0; q < m; q++) {
-            const T vq = w.px[q * D + d];
-            r0 += vq < v0 || (vq == v0 && q < p0);
-            r1 += vq < v1 || (vq == v1 && q < p1);
+        const int p0 = lane, p1 = lane + 32, half = m < 32 ? m : 32;
+        const unsigned lt = (1u << lane) - 1u;
+        const T v0 = p0 < m ? w.px[p0 * D + d] : inf, v1 = p1 < m ? w.px[p1 * D + d] : inf;
+        constexpr int V = 16 / (int)sizeof(T);
+        int r0, r1 = 0, n0 = 0, n1 = 0; /* n: minus the counts of the sweeps */
+        w.col[p0] = v0;
+        w.col[p1] = v1;
+        __syncwarp();
+        r0 = __popc(__match_any_sync(kFull, v0) & lt);
+        if (m > 32) r1 = __popc(__match_any_sync(kFull, v1) & lt);
+        for (int q = 0; q < half; q += V) {
+            T c[V];
+            load16(w.col + q, c);
+#pragma unroll
+            for (int t = 0; t < V; t += 2) {
+                n0 += neg_lt(c[t], v0, false) + neg_lt(c[t + 1], v0, false);
+                n1 += neg_lt(c[t], v1, true) + neg_lt(c[t + 1], v1, true);
+            }
         }
+        for (int q = 32; q < m; q += V) {
+            T c[V];
+            load16(w.col + q, c);
+#pragma unroll
+            for (int t = 0; t < V; t += 2) {
+                n0 += neg_lt(c[t], v0, false) + neg_lt(c[t + 1], v0, false);
+                n1 += neg_lt(c[t], v1, false) + neg_lt(c[t + 1], v1, false);
+            }
+        }
+        r0 -= n0;
+        r1 -= n1;
         if (p0 < m) w.ord[d][r0] = (uint8_t)p0;
         if (p1 < m) w.ord[d][r1] = (uint8_t)p1;
+        __syncwarp();
     }
-    if (lane == 0) {
-        v[0] = rn;
-        w.lvl[0] = 0;
-        w.stk[0] = 0;
-        w.sa[0] = 0;
-        w.se[0] = (uint8_t)m;
-    }
+    if (lane == 0) w.stk[0] = (uint32_t)m << 16;
     sp = 1;
     __syncwarp();
+    /* (a popped entry is overwritten only by a push of the same iteration, after the
+     * partitions' __syncwarp) */
     while (sp > 0) {
-        int id, a, e, axis = -1, nl = 0;
-        double split = 0.0, bx[2 * D];
-        sp--;
-        id = w.stk[sp];
-        a = w.sa[sp];
-        e = w.se[sp];
-        __syncwarp();
-        for (int k = 0; k < D; k++) {
-            T lo = (T)INFINITY, hi = -(T)INFINITY;
-            for (int i = a + lane; i < e; i += 32) {
-                T c = w.px[w.seq[i] * D + k];
-                lo = kmin(lo, c);
-                hi = kmax(hi, c);
-            }
-            for (int q = 16; q > 0; q /= 2) {
-                lo = kmin(lo, __shfl_xor_sync(0xffffffffu, lo, q));
-                hi = kmax(hi, __shfl_xor_sync(0xffffffffu, hi, q));
-            }
-            bx[k] = (double)lo;
-            bx[D + k] = (double)hi;
+        const uint32_t s = w.stk[--sp];
+        const int id = (int)(s & 0xffu), a = (int)(s >> 8 & 0xffu), e = (int)(s >> 16 & 0xffu);
+        const int lv = (int)(s >> 24);
+        int axis = -1, nl = 0;
+        T split = 0, bv = 0;
+        bool cut;
+        /* the node's box: lane k < D the first of its range sorted on axis k, lane D + k the
+         * last */
+        if (lane < cs) {
+            const int k = lane < D ? lane : lane - D;
+            bv = w.px[w.ord[k][lane < D ? a : e - 1] * D + k];
+            vb[id * cs + lane] = (double)bv;
         }
+        if (lv > maxl) maxl = lv;
+        cut = e - a > leaf &&
+              (e - a > 32 ? split_node<T, D, 2>(w, a, e, bv, lane, &axis, &split, &nl)
+                          : split_node<T, D, 1>(w, a, e, bv, lane, &axis, &split, &nl));
         if (lane == 0) {
-            for (int k = 0; k < cs; k++) vb[id * cs + k] = bx[k];
-            v[id].left = v[id].right = 0;
-            v[id].axis = -1;
-            v[id].kind = GROVE_KDTREE_LEAF;
-            v[id].split = 0.0;
-        }
-        if (w.lvl[id] > maxl) maxl = w.lvl[id];
-        if (e - a <= leaf || !warp_best<T, D>(w, a, e, bx, lane, &axis, &split)) continue;
-        for (int c = a; c < e; c += 32) {
-            int j = c + lane;
-            bool f = j < e && (double)w.px[w.seq[j] * D + axis] < split;
-            nl += __popc(__ballot_sync(0xffffffffu, f));
-        }
-        warp_partition<T, D>(w, w.seq, a, e, nl, axis, split, lane);
-        for (int d = 0; d < D; d++)
-            warp_partition<T, D>(w, w.ord[d], a, e, nl, axis, split, lane);
-        {
-            int li = nv, ri = nv + 1;
-            nv += 2;
-            if (lane == 0) {
-                v[id].axis = axis;
-                v[id].kind = GROVE_KDTREE_COST;
-                v[id].split = split;
-                v[id].left = (uint64_t)li;
-                v[id].right = (uint64_t)ri;
-                v[li].begin = B + (uint64_t)a;
-                v[li].end = v[ri].begin = B + (uint64_t)(a + nl);
-                v[ri].end = B + (uint64_t)e;
-                w.lvl[li] = w.lvl[ri] = (uint8_t)(w.lvl[id] + 1);
+            BNode nd;
+            nd.begin = B + (uint64_t)a;
+            nd.end = B + (uint64_t)e;
+            nd.left = cut ? (uint64_t)nv : 0;
+            nd.right = cut ? (uint64_t)(nv + 1) : 0;
+            nd.split = cut ? (double)split : 0.0;
+            nd.axis = cut ? axis : -1;
+            nd.kind = cut ? GROVE_KDTREE_COST : GROVE_KDTREE_LEAF;
+            v[id] = nd;
+            if (cut) {
                 /* right first, so the left subtree is finished first, as on the CPU */
-                w.stk[sp] = (uint8_t)ri;
-                w.sa[sp] = (uint8_t)(a + nl);
-                w.se[sp] = (uint8_t)e;
-                w.stk[sp + 1] = (uint8_t)li;
-                w.sa[sp + 1] = (uint8_t)a;
-                w.se[sp + 1] = (uint8_t)(a + nl);
+                const uint32_t up = (uint32_t)(lv + 1) << 24;
+                w.stk[sp] = up | (uint32_t)e << 16 | (uint32_t)(a + nl) << 8 | (uint32_t)(nv + 1);
+                w.stk[sp + 1] = up | (uint32_t)(a + nl) << 16 | (uint32_t)a << 8 | (uint32_t)nv;
             }
+        }
+        if (cut) {
+            nv += 2;
             sp += 2;
             __syncwarp();
         }
