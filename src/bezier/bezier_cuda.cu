@@ -115,43 +115,48 @@ fused_tile(TileSmem &s, BasisSmem *fill, const float4 *bt, FusedSmem &f, int id,
     const int C = n - c0 < (u64)kC ? (int)(n - c0) : kC;
     tile_stage(s, fill, cp, deg, c0, C, bm);
     __syncthreads();
-    uint32_t m[kCPT], sum = 0;
+    /* thread t counts curves t and t + kT: a lane stride of one curve (32 bytes), where curves
+     * 2t and 2t + 1 had the count's 8-byte loads at a 64-byte stride (twice the bank
+     * conflicts); the two counts are scanned together, as the low and high halves of one word
+     * (a half sums at most kT x GROVE_BEZIER_MAX_POINTS = 2^20) */
+    static_assert(kCPT == 2, "the count scans two curves a thread as one 64-bit word");
+    uint32_t m[kCPT];
     unsigned capped = 0;
 #pragma unroll
     for (int k = 0; k < kCPT; k++) {
-        const int j = (int)t * kCPT + k;
+        const int j = (int)t + k * kT;
         m[k] = 0;
         if (j < C) {
             /* straight from shared memory: a local copy would live in local memory */
-            const grove__bz_count cn =
-                grove__bz_count_curve(reinterpret_cast<const float *>(&s.cp[2 * j]), s.deg[j], &r);
+            const grove__bz_count cn = grove__bz_count_curve(
+                reinterpret_cast<const float *>(&s.cp[cp_unit(j)]), s.deg[j], &r);
             m[k] = cn.m;
             capped += cn.capped;
         }
-        sum += m[k];
     }
-    uint32_t x = sum;
+    const u64 sum = (u64)m[0] | ((u64)m[1] << 32);
+    u64 x = sum;
     unsigned cw = capped;
 #pragma unroll
     for (int d = 1; d < 32; d <<= 1) {
-        const uint32_t y = __shfl_up_sync(0xffffffffu, x, d);
+        const u64 y = __shfl_up_sync(0xffffffffu, x, d);
         if (lane >= (unsigned)d) x += y;
         cw += __shfl_xor_sync(0xffffffffu, cw, d);
     }
-    if (lane == 31) s.wt[0][w] = x;
+    if (lane == 31) s.wt[0][w] = (uint32_t)x, s.wt[1][w] = (uint32_t)(x >> 32);
     if (lane == 0) f.capped[w] = cw;
     __syncthreads();
-    uint32_t pre = x - sum, agg = 0;
+    const u64 ex = x - sum;
+    uint32_t pre0 = (uint32_t)ex, pre1 = (uint32_t)(ex >> 32), agg0 = 0, agg1 = 0;
     for (unsigned i = 0; i < kT / 32; i++) {
-        if (i < w) pre += s.wt[0][i];
-        agg += s.wt[0][i];
+        if (i < w) pre0 += s.wt[0][i], pre1 += s.wt[1][i];
+        agg0 += s.wt[0][i];
+        agg1 += s.wt[1][i];
     }
-#pragma unroll
-    for (int k = 0; k < kCPT; k++) {
-        s.off[t * kCPT + k] = pre;
-        pre += m[k];
-    }
-    if (t == kT - 1) s.off[kC] = pre;
+    const uint32_t agg = agg0 + agg1; /* the tile's vertices */
+    s.off[t] = pre0;
+    s.off[t + kT] = agg0 + pre1;
+    if (t == kT - 1) s.off[kC] = agg;
     if (w == 0) {
         u64 prefix = 0;
         if (id == 0) {

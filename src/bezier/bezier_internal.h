@@ -311,6 +311,41 @@ constexpr uint32_t kVMax = kT * kPerMax;
 constexpr int kBM = 32;                        /* the basis is tabled for 3 <= m <= kBM */
 constexpr int kBT = (kBM - 2) * (kBM - 1) / 2; /* entries per degree */
 
+/* Shared-memory layouts chosen against bank conflicts (ncu on the H200, 10^7 curves: 36% of the
+ * shared-load wavefronts were conflicts, and L1 the busiest unit). Compile-time choices, so that
+ * the variants can be timed against each other; every one gives the same bytes.
+ * GROVE_BZ_BT_SWZ, the basis table: a 16-byte load is served a quarter warp at a time, and the
+ * 8 lanes of a quarter read entries e0 + 2 l (and + 1) of a row, a 32-byte stride that puts
+ * entries 8 apart in one bank group (2-way: 8.6 wavefronts a load measured, 4 the least).
+ * 1: entry e stored at e ^ ((e >> 3) & 1), which moves every other group of 8 entries by one,
+ * so that 8 lanes on one row read 8 different bank groups; lanes on two curves (a quarter
+ * warp is 16 vertices, a curve 18 on average in the bench) still collide at random: 6.3
+ * wavefronts a load by a model of the bench's curves. 16 bytes of padding. 0: plain.
+ * GROVE_BZ_CP_PAD, the staged control points: the count (fused_tile in bezier_cuda.cu) reads
+ * its curves' points as 8-byte loads, one curve a lane; at a 32-byte lane stride a word at a
+ * fixed offset of the curve falls in 4 of the 16 bank pairs (8 wavefronts where 2 carry the
+ * data; the count had 16 with curves 2t and 2t + 1 a thread). 1: 16 bytes of padding after
+ * every 4 curves, so that curve j starts at 16-byte unit 2 j + (j >> 2): 4 wavefronts, the least
+ * a 16-byte-aligned curve allows (such a word can only fall in 8 of the 16 bank pairs); it costs
+ * the writer 6 instructions a pair (the units of a curve and of the next) and 2 KB a tile.
+ * 0: plain. The count's loads are a small share of the shared traffic (14% before either), so
+ * the writer's instructions may weigh more: time both. */
+#ifndef GROVE_BZ_BT_SWZ
+#define GROVE_BZ_BT_SWZ 1
+#endif
+#ifndef GROVE_BZ_CP_PAD
+#define GROVE_BZ_CP_PAD 0
+#endif
+
+/* The 16-byte unit of the first half of staged curve j (the second half follows it). */
+__host__ __device__ constexpr int cp_unit(int j)
+{
+    return GROVE_BZ_CP_PAD ? 2 * j + (j >> 2) : 2 * j;
+}
+/* Units of staging: kC curves and one more (the writer reads curve ja + 1 unclamped; see
+ * tile_write), padding included. */
+constexpr int kCpUnits = cp_unit(kC + 1);
+
 /* State words in device memory (both .cu files use them). */
 enum { S_CAPPED = 0, S_FAILED, S_ERR, S_LAUNCHES, S_BIG, S_TOTAL, S_COUNT };
 
@@ -318,21 +353,26 @@ enum { S_CAPPED = 0, S_FAILED, S_ERR, S_LAUNCHES, S_BIG, S_TOTAL, S_COUNT };
  * (the cdp children of 4 tiles a block) or several tiles in turn (flat's persistent blocks)
  * fills it once. */
 struct TileSmem {
-    float4 cp[2 * kC];
-    uint2 rec[kC]; /* tile_write's record of each curve (kRecM and below) */
+    float4 cp[kCpUnits]; /* curve j at cp_unit(j), cp_unit(j) + 1 */
+    uint2 rec[kC];       /* tile_write's record of each curve (kRecM and below) */
     uint32_t off[kC + 1];
     uint32_t flag[2][kVMax / 32];
     uint32_t excl[2][kT];
     uint32_t wt[2][kT / 32];
-    uint8_t deg[kC];
+    uint8_t deg[kC + 1]; /* deg[C] is read, never used, by tile_write's records */
 };
 
-/* The basis, one pad entry first and two last: [1, 1 + kBT) degree 2, [1 + kBT, 1 + 2 kBT)
- * degree 3. The pads let the writer read the entry of a pair's vertex that is an end point or
- * lies in the next curve without a bounds check; their values are never written out. */
+/* The basis, entries 0 .. kBTRaw - 1, one pad entry first and two last: [1, 1 + kBT) degree 2,
+ * [1 + kBT, 1 + 2 kBT) degree 3. The pads let the writer read the entry of a pair's vertex that
+ * is an end point or lies in the next curve without a bounds check; their values are never
+ * written out. Entry e is stored at bt[bt_pos(e)] (GROVE_BZ_BT_SWZ). */
 constexpr int kBTRaw = 2 * kBT + 3;
+__host__ __device__ constexpr uint32_t bt_pos(uint32_t e)
+{
+    return GROVE_BZ_BT_SWZ ? e ^ ((e >> 3) & 1u) : e;
+}
 struct BasisSmem {
-    float4 bt[kBTRaw];
+    float4 bt[kBTRaw + 1]; /* bt_pos(e) <= e + 1 */
 };
 
 /* The thread's index in its tile group of kT threads. */
@@ -354,7 +394,9 @@ template <bool kNamed> __device__ __forceinline__ void tile_sync()
 __device__ __forceinline__ void basis_fill(BasisSmem &B, int bm, int t, int nt)
 {
     const int ne = bm >= 3 ? (bm - 2) * (bm - 1) / 2 : 0;
-    if (t == 0) B.bt[0] = B.bt[kBTRaw - 2] = B.bt[kBTRaw - 1] = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (t == 0)
+        B.bt[bt_pos(0)] = B.bt[bt_pos(kBTRaw - 2)] = B.bt[bt_pos(kBTRaw - 1)] =
+            make_float4(0.f, 0.f, 0.f, 0.f);
     for (int e = t; e < ne; e += nt) {
         /* row k = m - 3 holds k + 1 entries from k (k + 1) / 2 on */
         int k = (int)((sqrtf(__fadd_rn(__fmul_rn(8.0f, (float)e), 1.0f)) - 1.0f) * 0.5f);
@@ -364,16 +406,16 @@ __device__ __forceinline__ void basis_fill(BasisSmem &B, int bm, int t, int nt)
         const float u = grove__bz_u(i, m);
         float b[4];
         grove__bz_basis(2, u, b);
-        B.bt[1 + e] = make_float4(b[0], b[1], b[2], b[3]);
+        B.bt[bt_pos(1u + (uint32_t)e)] = make_float4(b[0], b[1], b[2], b[3]);
         grove__bz_basis(3, u, b);
-        B.bt[1 + kBT + e] = make_float4(b[0], b[1], b[2], b[3]);
+        B.bt[bt_pos(1u + (uint32_t)(kBT + e))] = make_float4(b[0], b[1], b[2], b[3]);
     }
 }
 
 /* The entry of vertex i of a tabled curve (degree cub ? 3 : 2, 3 <= m <= kBM vertices) in
- * BasisSmem::bt is row + i, row = basis_row(m, cub): degree d's row m - 3 holds the m - 2 inner
- * vertices from 1 + (d == 3 ? kBT : 0) + (m - 3)(m - 2) / 2 on, so vertex 0 and vertex m (the
- * next curve's first) fall on the row's neighbours, in the table whatever m. */
+ * BasisSmem::bt is row + i (stored at bt_pos of that), row = basis_row(m, cub): degree d's row m -
+ * 3 holds the m - 2 inner vertices from 1 + (d == 3 ? kBT : 0) + (m - 3)(m - 2) / 2 on, so vertex 0
+ * and vertex m (the next curve's first) fall on the row's neighbours, in the table whatever m. */
 __device__ __forceinline__ uint32_t basis_row(uint32_t m, bool cub)
 {
     return (m - 3u) * (m - 2u) / 2u + (cub ? (uint32_t)kBT : 0u);
@@ -393,7 +435,8 @@ __device__ __forceinline__ void tile_stage(TileSmem &s, BasisSmem *B, const floa
         const float4 *src = reinterpret_cast<const float4 *>(cp + 8 * c0);
 #pragma unroll
         for (int k = 0; k < 2 * kC / kT; k++) {
-            const unsigned a = (unsigned)__cvta_generic_to_shared(&s.cp[t + k * kT]);
+            const int u = t + k * kT; /* unit u / 2 of curve u / 2 */
+            const unsigned a = (unsigned)__cvta_generic_to_shared(&s.cp[cp_unit(u >> 1) + (u & 1)]);
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(a), "l"(src + t + k * kT)
                          : "memory");
         }
@@ -405,7 +448,8 @@ __device__ __forceinline__ void tile_stage(TileSmem &s, BasisSmem *B, const floa
         inflight = true;
     } else {
         float *scp = reinterpret_cast<float *>(s.cp);
-        for (int e = t; e < 8 * C; e += kT) scp[e] = __ldg(cp + 8 * c0 + e);
+        for (int e = t; e < 8 * C; e += kT)
+            scp[4 * cp_unit(e >> 3) + (e & 7)] = __ldg(cp + 8 * c0 + e);
         for (int j = t; j < C; j += kT) s.deg[j] = __ldg(deg + c0 + j);
     }
     if (t < (int)(kVMax / 32)) s.flag[0][t] = 0;
@@ -413,30 +457,28 @@ __device__ __forceinline__ void tile_stage(TileSmem &s, BasisSmem *B, const floa
     if (inflight) asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
-/* The curve of chunk slot lv (chunk buffer b, prev = the curve before the chunk); low = the mask
- * of lv's bit and those below it in its group of kPer, (2 << (lv mod kPer)) - 1, which the
- * caller keeps (the same for all of a thread's slots). */
-template <int kPer>
-__device__ __forceinline__ int tile_curve(const TileSmem &s, int b, int prev, uint32_t lv,
-                                          uint32_t low)
+/* The curve of a chunk slot lv (chunk buffer b, prev = the curve before the chunk): g = lv / kPer
+ * (its group), wi = lv / 32 (its flag word), sh = (g kPer) mod 32 (the group's first bit in the
+ * word), low = the mask of lv's bit and those below it in its group, (2 << (lv mod kPer)) - 1.
+ * The caller derives them from its first slot: a thread's slots are 2 kT apart, a multiple of
+ * kPer and of 32, so sh and low are the same for all of them, and g and wi grow by constants
+ * (the loads then take immediate offsets). */
+__device__ __forceinline__ int tile_curve(const TileSmem &s, int b, int prev, int g, int wi,
+                                          uint32_t sh, uint32_t low)
 {
-    constexpr uint32_t kL = kPer == 16 ? 4u : 3u; /* log2 kPer */
-    const uint32_t g = lv >> kL;
-    const uint32_t word = s.flag[b][(g * kPer) >> 5], sh = (g * kPer) & 31u;
-    const uint32_t bits = (word >> sh) & low;
+    const uint32_t bits = (s.flag[b][wi] >> sh) & low;
     return prev + (int)(s.excl[b][g] + (uint32_t)__popc(bits));
 }
 
-/* s.deg[j] after tile_write has marked the curves: the effective degree (1..3), and kSkip when
- * the table loop does not write the curve. */
-constexpr uint32_t kSkip = 0x80u;
-
 /* tile_write's record of a curve: x = its first vertex relative to the tile's, y = m (13 bits,
- * m <= GROVE_BEZIER_MAX_POINTS) | basis_row << 13 (10 bits) | cubic << 23 | skip << 31, skip
- * when the table loop does not write the curve (basis_row 0 then, the entries clamped). */
+ * m <= GROVE_BEZIER_MAX_POINTS) | basis_row << 13 (10 bits) | cubic << 23 | next skip << 24 |
+ * skip << 31, skip when the table loop does not write the curve (basis_row 0 then, the entries
+ * clamped), next skip the same for the next curve (junk for the tile's last, never used), so
+ * that a pair whose second vertex starts the next curve needs no load of that curve's own. */
 static_assert(GROVE_BEZIER_MAX_POINTS < (1 << 13), "m fits tile_write's record");
 static_assert(kBTRaw <= (1 << 10), "a basis row fits tile_write's record");
-constexpr uint32_t kRecM = (1u << 13) - 1u, kRecCub = 1u << 23, kRecSkip = 1u << 31;
+constexpr uint32_t kRecM = (1u << 13) - 1u, kRecCub = 1u << 23, kRecSkipN = 1u << 24,
+                   kRecSkip = 1u << 31;
 
 /* Vertices i and i + 1 of a tabled curve (control points a, b; degree cub ? 3 : 2; m vertices;
  * its basis row `row`) into out (x, y, x, y). i may be ~0u and i + 1 may be m: the values are
@@ -447,7 +489,7 @@ __device__ __forceinline__ void tile_pair(const float4 *bt, float4 a, float4 b, 
 {
     uint32_t e0 = row + i; /* ~0u + 0 wraps: clamped */
     e0 = e0 < (uint32_t)kBTRaw - 2u ? e0 : (uint32_t)kBTRaw - 2u;
-    const float4 A = bt[e0], B = bt[e0 + 1u];
+    const float4 A = bt[bt_pos(e0)], B = bt[bt_pos(e0 + 1u)];
     const float lx = cub ? b.z : b.x, ly = cub ? b.w : b.y; /* the last control point */
     /* grove__bz_sum term by term: ((b0 P0 + b1 P1) + b2 P2) + b3 P3 */
     float x = __fadd_rn(__fadd_rn(__fmul_rn(A.x, a.x), __fmul_rn(A.y, a.z)), __fmul_rn(A.z, b.x));
@@ -484,8 +526,8 @@ __device__ __forceinline__ void st_v2(float *p, float x, float y)
  * cdp variant gives those a child grid of their own). kAligned: d_xy is 8-byte aligned; the pairs
  * then start one vertex early when needed so that a pair's first vertex is 16-byte aligned. The
  * table loop has no branch on the curve: curves it cannot table (lines, m < 3 or m > bm) are
- * written after it by a slow pass, a warp per curve, with grove__bz_vertex. s.deg is rewritten
- * (kSkip). All threads call it. */
+ * written after it by a slow pass, a warp per curve, with grove__bz_vertex. All threads call it.
+ */
 template <bool kAligned, int kPer, bool kNamed = false>
 __device__ __forceinline__ void tile_write(TileSmem &s, const float4 *bt, int C, u64 vbase, u64 cap,
                                            uint32_t big, int bm, float *__restrict__ xy)
@@ -498,30 +540,42 @@ __device__ __forceinline__ void tile_write(TileSmem &s, const float4 *bt, int C,
     const int sh = kAligned ? (int)((((uintptr_t)(xy + 2 * vbase)) >> 3) & 1u) : 0;
     float *const xt = xy + 2 * vbase;
     unsigned slow = 0; /* bit k: curve t kCPT + k goes to the slow pass */
+    static_assert(kCPT == 2, "a thread's offsets and records are read and written as pairs");
+    {
+        /* a thread's two curves and the next (for its skip bit): their offsets with one 8-byte
+         * load and two words, their records with one 16-byte store (2-way conflicts as single
+         * words at a lane stride of 2). Curves at or past C give junk that is never used (the
+         * reads stay inside off[0..kC] and deg[0..kC]). */
+        const int j0 = (int)t * kCPT;
+        const uint2 o01 = *reinterpret_cast<const uint2 *>(&s.off[j0]);
+        const uint32_t oe[4] = {o01.x, o01.y, s.off[j0 + 2], j0 + 3 <= kC ? s.off[j0 + 3] : 0u};
+        uint32_t ry[kCPT + 1];
 #pragma unroll
-    for (int k = 0; k < kCPT; k++) {
-        const int j = (int)t * kCPT + k;
-        if (j < C) {
-            const uint32_t o = s.off[j], m = s.off[j + 1] - o;
+        for (int k = 0; k <= kCPT; k++) {
+            const int j = j0 + k;
+            const uint32_t m = oe[k + 1] - oe[k];
             const int d = grove__bz_degree(s.deg[j]);
             const bool fast = d >= 2 && m >= 3u && m <= (uint32_t)bm;
             const bool tab = fast && m < big;
-            if (!fast && m < big) slow |= 1u << k;
-            /* this thread's own curves; read by others after the first chunk's barrier */
-            s.deg[j] = (uint8_t)(d | (tab ? 0u : kSkip));
-            s.rec[j] = make_uint2(o, m | (tab ? basis_row(m, d == 3) << 13 : 0u) |
-                                         (d == 3 ? kRecCub : 0u) | (tab ? 0u : kRecSkip));
+            ry[k] = m | (tab ? basis_row(m, d == 3) << 13 : 0u) | (d == 3 ? kRecCub : 0u) |
+                    (tab ? 0u : kRecSkip);
+            if (k < kCPT && j < C && !fast && m < big) slow |= 1u << k;
         }
+        /* a record past C (the second of an odd tail) holds junk and is never read */
+#pragma unroll
+        for (int k = 0; k < kCPT; k++) ry[k] |= (ry[k + 1] & kRecSkip) ? kRecSkipN : 0u;
+        if (j0 < C) *reinterpret_cast<uint4 *>(&s.rec[j0]) = make_uint4(oe[0], ry[0], oe[1], ry[1]);
     }
     int prev = -1; /* the curve of the slot before the chunk */
     int b = 0;
     for (uint32_t q = 0; q < lim + (uint32_t)sh; q += kV, b ^= 1) {
+        {
+            const uint2 o01 = *reinterpret_cast<const uint2 *>(&s.off[t * kCPT]);
 #pragma unroll
-        for (int k = 0; k < kCPT; k++) {
-            const int j = (int)t * kCPT + k;
-            if (j < C) {
-                const uint32_t o = s.off[j];
-                if (o >= q && o - q < kV) atomicOr(&s.flag[b][(o - q) >> 5], 1u << ((o - q) & 31u));
+            for (int k = 0; k < kCPT; k++) {
+                const uint32_t o = k == 0 ? o01.x : o01.y;
+                if ((int)t * kCPT + k < C && o >= q && o - q < kV)
+                    atomicOr(&s.flag[b][(o - q) >> 5], 1u << ((o - q) & 31u));
             }
         }
         tile_sync<kNamed>();
@@ -544,7 +598,12 @@ __device__ __forceinline__ void tile_write(TileSmem &s, const float4 *bt, int C,
         /* the pair of step r: slots sa0 + 2 kT r, vertices ra0 + 2 kT r, stored at d0 + 4 kT r */
         const int sa0 = 2 * (int)t - sh, ra0 = (int)q + sa0;
         float *const d0 = xt + 2 * (ptrdiff_t)ra0;
-        /* 2 kT r is a multiple of kPer: every step's slot has the same place in its group */
+        /* 2 kT r is a multiple of kPer and of 32: every step's slot has the same place in its
+         * group and word (tile_curve); sa0 = -1 (only the first pair of a tile when sh = 1) gives
+         * g0 = w0 = -1 (arithmetic shifts), right for r >= 1, unused for r = 0 */
+        constexpr int kL = kPer == 16 ? 4 : 3; /* log2 kPer */
+        const int g0 = sa0 >> kL, w0 = sa0 >> 5;
+        const uint32_t gsh = (uint32_t)(g0 * kPer) & 31u;
         const uint32_t low = (2u << ((uint32_t)sa0 & (kPer - 1u))) - 1u;
         /* step r's pair; full: the chunk lies below lim, so no step needs a bounds check */
         auto step = [&](const int r, const bool full) {
@@ -553,21 +612,32 @@ __device__ __forceinline__ void tile_write(TileSmem &s, const float4 *bt, int C,
             /* ra = -1 only for the tile's first pair when sh = 1 (r = 0, prev = -1): the first
              * vertex is not written, the second is vertex 0 of curve 0 */
             const bool before = r == 0 && ra < 0;
-            int ja = r == 0 && sa < 0 ? prev : tile_curve<kPer>(s, b, prev, (uint32_t)sa, low);
-            ja = ja < 0 ? 0 : ja;
-            const int jn = ja + 1 < C ? ja + 1 : ja;
-            const float4 ca = s.cp[2 * ja], cb = s.cp[2 * ja + 1];
-            const float2 pn = *reinterpret_cast<const float2 *>(&s.cp[2 * jn]);
+            int ja;
+            if (r == 0) {
+                ja = sa < 0 ? prev
+                            : tile_curve(s, b, prev, g0 < 0 ? 0 : g0, w0 < 0 ? 0 : w0, gsh, low);
+                ja = ja < 0 ? 0 : ja; /* -1 only here: the tile's first pair when sh = 1 */
+            } else {
+                ja = tile_curve(s, b, prev, g0 + 2 * kT / kPer * r, w0 + 2 * kT / 32 * r, gsh, low);
+            }
+            /* not clamped to C - 1: jn = C only when the pair's second vertex is past the tile's
+             * last (at or past lim, never written), and cp has room for curve C */
+            const int jn = ja + 1;
+            const int ua = cp_unit(ja);
+            const float4 ca = s.cp[ua], cb = s.cp[ua + 1];
+            const float2 pn = *reinterpret_cast<const float2 *>(&s.cp[cp_unit(jn)]);
             const uint2 rc = s.rec[ja];
             const uint32_t m = rc.y & kRecM;
-            const bool skip = (int)rc.y < 0, skipn = (s.deg[jn] & kSkip) != 0;
             const uint32_t ia = before ? ~0u : (uint32_t)ra - rc.x;
             const bool same = ia + 1u < m; /* else the second is the next curve's first */
             float4 p;
             tile_pair(bt, ca, cb, (rc.y & kRecCub) != 0, m, (rc.y >> 13) & 0x3ffu, ia, p);
             if (!same) p.z = pn.x, p.w = pn.y;
-            const bool wa = !before && !skip;
-            const bool wb = (full || ra + 1 < (int)lim) && !(same ? skip : skipn);
+            /* the skip bit of the second vertex's curve, moved to bit 31 when that is the next */
+            static_assert(kRecSkipN << 7 == kRecSkip, "the next curve's skip bit");
+            const uint32_t y2 = same ? rc.y : rc.y << 7;
+            const bool wa = !before && (int)rc.y >= 0;
+            const bool wb = (full || ra + 1 < (int)lim) && (int)y2 >= 0;
             float *const dst = d0 + 4 * kT * r; /* a constant offset a step */
             if (kAligned && wa && wb) {
                 st_v4(dst, p);
@@ -601,8 +671,8 @@ __device__ __forceinline__ void tile_write(TileSmem &s, const float4 *bt, int C,
             bal &= bal - 1u;
             const int j = (int)(w * 32u + (unsigned)l) * kCPT + k;
             const uint32_t o = s.off[j], m = s.off[j + 1] - o;
-            const float *c = reinterpret_cast<const float *>(&s.cp[2 * j]);
-            const uint8_t dg = (uint8_t)(s.deg[j] & 3u);
+            const float *c = reinterpret_cast<const float *>(&s.cp[cp_unit(j)]);
+            const uint8_t dg = s.deg[j]; /* as read: grove__bz_vertex applies grove__bz_degree */
             for (uint32_t i = lane; i < m && o + i < lim; i += 32) {
                 float v[2];
                 grove__bz_vertex(c, dg, i, m, v);
