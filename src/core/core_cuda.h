@@ -31,7 +31,7 @@ void grove__cuda_free(grove_ctx *ctx, void *p, size_t bytes, void *stream);
 /* Makes the context's pool hold at least `bytes` of free memory mapped as one piece before a
  * call whose scratch peaks near `bytes`, so that its buffers are carved from one block rather
  * than from pieces the pool mapped as it grew. Random-access passes over buffers spread over
- * many pieces ran up to 1.6x slower (octree build, 10^8 points, H200: 29.4 ms against 23.7 ms;
+ * many pieces ran up to 1.25x slower (octree build, 10^8 points, H200: 29.5 ms against 23.6 ms;
  * bench/RESULTS.md). Does nothing when an earlier call already mapped a block this large and
  * the pool holds at least `bytes` unused. Otherwise, after `stream` is synchronized, the pool
  * gives back what it holds unused, then one block of `bytes` is allocated and freed on

@@ -100,8 +100,9 @@ __global__ void to_soa_kernel(const T *__restrict__ in, size_t n, int D, T *__re
 }
 
 /* The tree order of the large stage: position i of the level's arrays holds input point
- * p[i]. I is uint32_t when n fits (4 bytes a point a level less to move than uint64_t, and
- * 32-bit position arithmetic in the per-point passes), else uint64_t. */
+ * p[i]. build() runs the large stage with I = uint32_t (the CUDA build's limit of 2^32 - 1
+ * points: 4 bytes a point a level less to move than uint64_t, and 32-bit position arithmetic
+ * in the per-point passes); the finished points' order, the tree's index, is uint64_t. */
 template <typename I> __global__ void iota_kernel(I *__restrict__ p, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -354,14 +355,14 @@ __global__ void __launch_bounds__(kBlock)
 #ifndef KD_MOVE_MINB
 #define KD_MOVE_MINB 0
 #endif
-template <typename T, int D, typename I> struct MoveShape {
+template <typename T, int D> struct MoveShape {
     static const int row = D * (int)sizeof(T);
     /* chunks a lane holds at once: the whole tile for rows of up to 16 bytes */
     static const int u = KD_MOVE_U > 0 ? KD_MOVE_U : (row <= 16 ? kTile / 32 : (row <= 32 ? 4 : 2));
-    /* with a 32-bit order 2 blocks a SM (at most 128 registers, no spills); 3 (80 registers
+    /* 2 blocks a SM with the 32-bit order (at most 128 registers, no spills); 3 (80 registers
      * with the whole tile of 3-D float rows) measured 0.7% slower on the H200 at 10^7 points,
-     * 4 chunks at 4 blocks 3% slower; with a 64-bit order the registers the code asks for (1) */
-    static const int minb = KD_MOVE_MINB > 0 ? KD_MOVE_MINB : (sizeof(I) == 8 ? 1 : 2);
+     * 4 chunks at 4 blocks 3% slower */
+    static const int minb = KD_MOVE_MINB > 0 ? KD_MOVE_MINB : 2;
     static_assert(u >= 1 && u <= kTile / 32, "KD_MOVE_U: 1 to kTile / 32 chunks");
 };
 __device__ __forceinline__ float tmin(float a, float b) { return fminf(a, b); }
@@ -370,7 +371,7 @@ __device__ __forceinline__ double tmin(double a, double b) { return fmin(a, b); 
 __device__ __forceinline__ double tmax(double a, double b) { return fmax(a, b); }
 
 template <typename T, int D, typename I>
-__global__ void __launch_bounds__(kBlock, (MoveShape<T, D, I>::minb))
+__global__ void __launch_bounds__(kBlock, (MoveShape<T, D>::minb))
     move_kernel(const LNode<I> *__restrict__ ln, uint32_t nact,
                 const uint32_t *__restrict__ tstart, const uint32_t *__restrict__ tnode,
                 const uint32_t *__restrict__ tcount, const uint32_t *__restrict__ tscan,
@@ -378,7 +379,7 @@ __global__ void __launch_bounds__(kBlock, (MoveShape<T, D, I>::minb))
                 T *__restrict__ xn, I *__restrict__ pn, T *__restrict__ xf,
                 uint64_t *__restrict__ pf, unsigned long long *__restrict__ boxn)
 {
-    const int U = MoveShape<T, D, I>::u;
+    const int U = MoveShape<T, D>::u;
     const T tinf = (T)INFINITY;
     const uint32_t nt = tstart[nact - 1];
     const uint32_t lane = threadIdx.x & 31, nw = gridDim.x * (kBlock / 32);
