@@ -14,7 +14,10 @@
  * runs only uniform and clustered sets of N points; --only quick leaves out the sets above 20,000
  * points; --only sanitize (for compute-sanitizer, where every kernel launch is slow) also
  * compares batch sizes 1 and 7 only on sets of at most 40 points, whose thousands of batches
- * took minutes under the tools.
+ * took minutes under the tools. The host finish of a pool counted elsewhere is checked on the
+ * CPU; with --backend cuda, contexts with a small device_mem_limit check that the CUDA build from
+ * host memory falls back to the host with the same tree, and that the device-resident build
+ * reports the shortage.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -26,6 +29,7 @@
 
 #include "grove/octree.h"
 #include "octree_check.h"
+#include "octree_internal.h" /* grove__ot_build_cpu_from_pool */
 #ifdef GROVE_HAVE_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -262,6 +266,175 @@ static grove_octree *build_checked(const cloud *c, const grove_octree_opts *opts
     return t;
 }
 
+static grove_octree_opts opts_of(uint32_t max_points, int max_depth, int lod_grid)
+{
+    grove_octree_opts o;
+    grove_octree_default_opts(&o);
+    o.max_points = max_points;
+    o.max_depth = max_depth;
+    o.lod_grid = lod_grid;
+    return o;
+}
+
+/* ---- the host finish of a counted pool, and the CUDA build's fallbacks ---- */
+
+/* A pool as the counting leaves it, made from a finished tree: every inner node's 8 children
+ * in consecutive slots (empty octants are leaves with no points), slots handed out in
+ * breadth-first order of the parents, so children follow their parent. */
+static void pool_of(const grove_octree *t, uint32_t **child, uint32_t **count, uint8_t **depth,
+                    size_t *size)
+{
+    const grove_octree_node *nd = grove_octree_nodes(t);
+    const size_t nn = grove_octree_num_nodes(t);
+    size_t inner = 0, next = 1;
+    for (size_t k = 0; k < nn; k++) inner += nd[k].first_child != UINT32_MAX;
+    *size = 1 + 8 * inner;
+    *child = (uint32_t *)malloc(*size * sizeof **child);
+    *count = (uint32_t *)calloc(*size, sizeof **count);
+    *depth = (uint8_t *)calloc(*size, 1);
+    uint32_t *slot = (uint32_t *)malloc(nn * sizeof *slot); /* final node -> pool slot */
+    if (!*child || !*count || !*depth || !slot) {
+        FAIL("pool_of: out of memory");
+        free(slot);
+        *size = 0;
+        return;
+    }
+    memset(*child, 0xFF, *size * sizeof **child);
+    slot[0] = 0;
+    for (size_t k = 0; k < nn; k++) {
+        const uint32_t p = slot[k];
+        (*depth)[p] = nd[k].depth;
+        if (nd[k].first_child == UINT32_MAX) {
+            (*count)[p] = (uint32_t)nd[k].total;
+            continue;
+        }
+        (*child)[p] = (uint32_t)next;
+        for (unsigned o = 0, c = nd[k].first_child; o < 8; o++) {
+            (*depth)[next + o] = (uint8_t)(nd[k].depth + 1);
+            if (nd[k].child_mask >> o & 1u) slot[c++] = (uint32_t)(next + o);
+        }
+        next += 8;
+    }
+    free(slot);
+}
+
+/* grove__ot_build_cpu_from_pool (what the CUDA build from host memory runs when its later phases
+ * do not fit on the device) gives the CPU build's tree; a pool that is not a tree is an
+ * internal error, not a crash. */
+static void test_from_pool(tu_rng *r)
+{
+    const size_t sizes[3] = {0, 1000, 30000};
+    grove_ctx *cpu = g_cpu ? g_cpu : g_ctx;
+    for (int j = 0; j < 3; j++) {
+        cloud c = j == 2 ? gen_clustered(r, sizes[j]) : gen_uniform(r, sizes[j], -5.0, 7.0);
+        grove_octree_opts o = opts_of(64, 20, 16);
+        grove_octree *ref = build_on(cpu, &c, &o, NULL, "from_pool reference"), *t;
+        uint32_t *child = NULL, *count = NULL;
+        uint8_t *depth = NULL;
+        size_t size = 0;
+        grove_octree_stats st;
+        char what[64];
+        snprintf(what, sizeof what, "from_pool n=%zu", sizes[j]);
+        if (!ref) {
+            free(c.xyz);
+            continue;
+        }
+        pool_of(ref, &child, &count, &depth, &size);
+        t = (grove_octree *)calloc(1, sizeof *t);
+        if (size && t) {
+            t->opts = o;
+            t->n = c.n;
+            grove_octree_cube(ref, t->lo, &t->side);
+            t->to_grid = (double)(1u << GROVE_OCTREE_BITS) / t->side;
+            memset(&st, 0, sizeof st);
+            CHECK_OK(cpu, grove__ot_build_cpu_from_pool(cpu, c.xyz, t, child, count, depth, size,
+                                                        &st));
+            same(t, ref, what, "host finish of a counted pool vs CPU build");
+            if (size > 1) { /* a child slot that points back at its parent */
+                grove_octree *u = (grove_octree *)calloc(1, sizeof *u);
+                child[0] = 0;
+                if (u) {
+                    *u = *t;
+                    u->nodes = NULL;
+                    u->index = NULL;
+                    u->xyz = NULL;
+                    CHECK_ERR(cpu,
+                              grove__ot_build_cpu_from_pool(cpu, c.xyz, u, child, count, depth,
+                                                            size, &st),
+                              GROVE_ERR_INTERNAL, "pool node 0");
+                }
+                grove_octree_destroy(u);
+            }
+        }
+        grove_octree_destroy(t);
+        grove_octree_destroy(ref);
+        free(child);
+        free(count);
+        free(depth);
+        free(c.xyz);
+    }
+}
+
+#ifdef GROVE_HAVE_CUDA
+/* CUDA contexts with a device_mem_limit that holds the counting's buffers (16 bytes a point, a
+ * batch, the pool) but not the Morton order's, one that holds not even those, and none: the
+ * build from host memory gives the CPU's tree each time and says where it ran; the
+ * device-resident build reports the shortage. */
+static void test_host_fallback(tu_rng *r)
+{
+    const size_t n = g_quick ? 100000 : 400000;
+    cloud c = gen_clustered(r, n);
+    grove_octree_opts o = opts_of(200, 20, 32);
+    grove_octree *ref;
+    o.batch = 50000;
+    const size_t limits[3] = {0, 16 * n + 24 * o.batch + 4 * n + (512u << 10), 1u << 20};
+    ref = build_on(g_cpu, &c, &o, NULL, "fallback reference");
+    for (int j = 0; ref && j < 3; j++) {
+        grove_ctx_opts co;
+        grove_ctx *ctx = NULL;
+        grove_octree_stats st;
+        grove_octree *t = NULL;
+        char what[96];
+        grove_ctx_default_opts(&co);
+        co.backend = GROVE_BACKEND_CUDA;
+        co.device_mem_limit = limits[j];
+        snprintf(what, sizeof what, "n=%zu, device_mem_limit %zu", n, limits[j]);
+        if (grove_ctx_create(&co, &ctx) != GROVE_OK) {
+            FAIL("%s: cannot create a CUDA context", what);
+            continue;
+        }
+        memset(&st, 0xAB, sizeof st);
+        t = build_on(ctx, &c, &o, &st, what);
+        if (t) {
+            same(t, ref, what, "CUDA build from host memory vs CPU");
+            CHECK_MSG(st.host_fallback == (uint32_t)j, "%s: host_fallback %u, want %d", what,
+                      st.host_fallback, j);
+            CHECK_MSG(st.batches == (n + o.batch - 1) / o.batch && st.spill_rounds > 0 &&
+                          st.ms_place >= 0.0 && st.ms_total >= st.ms_count,
+                      "%s: stats batches %u, spill rounds %u", what, st.batches, st.spill_rounds);
+        }
+        grove_octree_destroy(t);
+        if (j == 2) { /* the points on the device, but no room for the build */
+            double *d = NULL;
+            if (cudaMalloc((void **)&d, 3 * n * sizeof(double)) != cudaSuccess ||
+                cudaMemcpy(d, c.xyz, 3 * n * sizeof(double), cudaMemcpyHostToDevice) !=
+                    cudaSuccess) {
+                FAIL("%s: cudaMalloc/cudaMemcpy failed", what);
+            } else {
+                t = (grove_octree *)&co;
+                CHECK_ERR(ctx, grove_octree_build_device(ctx, d, n, &o, &t, NULL),
+                          GROVE_ERR_DEVICE_OUT_OF_MEMORY, "device_mem_limit");
+                CHECK(t == NULL);
+            }
+            cudaFree(d);
+        }
+        grove_ctx_destroy(ctx);
+    }
+    grove_octree_destroy(ref);
+    free(c.xyz);
+}
+#endif
+
 /* ---- queries against brute force ---- */
 
 static int in_box(const double *p, const double *b)
@@ -405,15 +578,6 @@ static void run_set(tu_rng *r, cloud c, const grove_octree_opts *o, int batches,
     free(c.xyz);
 }
 
-static grove_octree_opts opts_of(uint32_t max_points, int max_depth, int lod_grid)
-{
-    grove_octree_opts o;
-    grove_octree_default_opts(&o);
-    o.max_points = max_points;
-    o.max_depth = max_depth;
-    o.lod_grid = lod_grid;
-    return o;
-}
 
 
 static void test_datasets(tu_rng *r)
@@ -665,6 +829,10 @@ int main(int argc, char **argv)
     } else {
         test_invalid();
         test_progress(&r);
+        test_from_pool(&r);
+#ifdef GROVE_HAVE_CUDA
+        if (g_cpu) test_host_fallback(&r);
+#endif
         test_datasets(&r);
     }
     grove_ctx_destroy(g_ctx);

@@ -291,11 +291,12 @@ static int ot_build(int argc, char **argv)
         printf(",\n  \"points\": %zu,\n  \"backend\": \"%s\",\n  \"rgb\": %s,\n"
                "  \"intensity\": %s,\n  \"max_points\": %u,\n  \"batch\": %zu,\n"
                "  \"max_depth\": %d,\n  \"lod_grid\": %d,\n  \"nodes\": %zu,\n  \"leaves\": %zu,\n"
-               "  \"depth\": %d,\n  \"entries\": %zu,\n  \"batches\": %u,\n  \"read_ms\": ",
+               "  \"depth\": %d,\n  \"entries\": %zu,\n  \"batches\": %u,\n"
+               "  \"host_fallback\": %u,\n  \"read_ms\": ",
                cloud.n, grove_backend_name(grove_ctx_backend(ctx)), cloud.rgb ? "true" : "false",
                cloud.intensity ? "true" : "false", opts.max_points, opts.batch, opts.max_depth,
                opts.lod_grid, nn, leaves, grove_octree_depth(t), grove_octree_num_entries(t),
-               stats.batches);
+               stats.batches, stats.host_fallback);
         cli_json_number(stdout, read_ms);
         printf(",\n  \"build_ms\": ");
         cli_json_number(stdout, build_ms);
@@ -318,6 +319,12 @@ static int ot_build(int argc, char **argv)
                "writing: %.3f ms)\n",
                build_ms, build_ms > 0 ? (double)cloud.n / (build_ms * 1e3) : 0.0, stats.batches,
                read_ms, write_ms);
+        if (stats.host_fallback == 1)
+            printf("note: the GPU counted the points; the later phases did not fit in device "
+                   "memory and ran on the host\n");
+        else if (stats.host_fallback == 2)
+            printf("note: the points did not fit in device memory; the CPU backend built the "
+                   "tree\n");
         printf("wrote %s (metadata.json, hierarchy.bin, octree.bin, grove.octree)\n", dir);
     }
     if (fflush(stdout) != 0 || ferror(stdout)) {

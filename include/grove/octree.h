@@ -71,6 +71,13 @@ typedef struct grove_octree_node {
 typedef struct grove_octree_stats {
     double ms_total, ms_count, ms_place, ms_lod;
     uint32_t batches, spill_rounds; /* count passes that split nodes, over all batches */
+    /* grove_octree_build() on a CUDA context, where device memory is short (the GPU's, or the
+     * context's device_mem_limit): 0 = every phase ran on the GPU; 1 = the points were counted
+     * on the GPU (about 16 bytes a point held there) but the Morton order, the samples and the
+     * placement did not fit and ran on the host; 2 = not even the counting fit and the whole
+     * build ran on the CPU backend. The tree is the same in every case. Always 0 on the CPU
+     * backend and for grove_octree_build_device(), which fails instead. */
+    uint32_t host_fallback;
 } grove_octree_stats;
 
 typedef struct grove_octree grove_octree;

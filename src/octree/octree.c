@@ -230,7 +230,8 @@ grove_status grove_octree_build(grove_ctx *ctx, const double *xyz, size_t n,
     if (ctx->backend == GROVE_BACKEND_CUDA) {
 #ifdef GROVE_HAVE_CUDA
         st = grove__ot_build_cuda(ctx, xyz, t, &s);
-        if (st == GROVE_OK) gather_xyz(ctx, t, xyz, &s);
+        /* a build that fell back to the host has its coordinates */
+        if (st == GROVE_OK && s.host_fallback == 0) gather_xyz(ctx, t, xyz, &s);
 #else
         st = grove__error(ctx, GROVE_ERR_UNSUPPORTED, "%s: built without the CUDA backend", fn);
 #endif

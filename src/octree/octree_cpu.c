@@ -102,9 +102,9 @@ static grove_status reserve_spill(build *b)
     return GROVE_OK;
 }
 
-/* Quantizes the batch [b0, b1), finds each point's leaf and counts it. */
+/* Quantizes the batch [b0, b1), finds each point's leaf and, when count is set, counts it. */
 static void locate_and_count(build *b, const double *xyz, const double lo[3], double to_grid,
-                             size_t b0, size_t b1)
+                             size_t b0, size_t b1, int count)
 {
     size_t nchunks = (b1 - b0 + COUNT_CHUNK - 1) / COUNT_CHUNK;
 #pragma omp parallel for num_threads(b->nt) schedule(static) if (nchunks > 1)
@@ -117,7 +117,7 @@ static void locate_and_count(build *b, const double *xyz, const double lo[3], do
             while (b->nodes[l].child != NONE)
                 l = b->nodes[l].child + grove__ot_octant(q, b->nodes[l].depth);
             b->leaf[i] = l;
-            run_push(b, &run, l);
+            if (count) run_push(b, &run, l);
         }
         run_flush(b, &run);
     }
@@ -683,7 +683,7 @@ grove_status grove__ot_build_cpu(grove_ctx *ctx, const double *xyz, grove_octree
     for (size_t b0 = 0; b0 < n; b0 += o->batch) {
         size_t b1 = n - b0 > o->batch ? b0 + o->batch : n;
         t0 = grove__ot_now_ms();
-        locate_and_count(&b, xyz, t->lo, t->to_grid, b0, b1);
+        locate_and_count(&b, xyz, t->lo, t->to_grid, b0, b1, 1);
         while (b.num_spill > 0) {
             GROVE_TRY_END(st, split_listed(&b));
             move_down(&b, b1);
@@ -697,6 +697,58 @@ grove_status grove__ot_build_cpu(grove_ctx *ctx, const double *xyz, grove_octree
 _end:
     free(b.nodes);
     free(b.spill);
+    free(b.q);
+    free(b.leaf);
+    return st;
+}
+
+grove_status grove__ot_build_cpu_from_pool(grove_ctx *ctx, const double *xyz, grove_octree *t,
+                                           const uint32_t *child, const uint32_t *count,
+                                           const uint8_t *depth, size_t num_nodes,
+                                           grove_octree_stats *stats)
+{
+    grove_status st = GROVE_OK;
+    const size_t n = t->n;
+    build b;
+    double t0 = grove__ot_now_ms();
+
+    memset(&b, 0, sizeof b);
+    b.ctx = ctx;
+    b.o = &t->opts;
+    b.nt = grove__threads(ctx);
+    /* the pool must be a tree whose children follow their parent (lay_out_nodes sums the
+     * subtrees from the last id down) and lie inside it; anything else is a bug upstream */
+    if (num_nodes < 1 || num_nodes > (size_t)NONE)
+        return grove__error(ctx, GROVE_ERR_INTERNAL, "octree: a node pool of %zu nodes",
+                            num_nodes);
+    for (size_t i = 0; i < num_nodes; i++)
+        if (child[i] != NONE &&
+            (child[i] <= i || (size_t)child[i] + 8 > num_nodes || depth[i] >= t->opts.max_depth))
+            return grove__error(ctx, GROVE_ERR_INTERNAL,
+                                "octree: pool node %zu has children at %u (of %zu nodes, depth "
+                                "%u)",
+                                i, child[i], num_nodes, (unsigned)depth[i]);
+    b.num_nodes = b.cap_nodes = num_nodes;
+    b.nodes = (bnode *)malloc(num_nodes * sizeof *b.nodes);
+    b.q = (uint32_t *)malloc((n ? 3 * n : 1) * sizeof *b.q);
+    b.leaf = (uint32_t *)malloc((n ? n : 1) * sizeof *b.leaf);
+    if (!b.nodes || !b.q || !b.leaf) {
+        st = grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
+                          "grove_octree_build: out of memory for %zu points' grid coordinates", n);
+        goto _end;
+    }
+    for (size_t i = 0; i < num_nodes; i++) {
+        b.nodes[i].count = count[i];
+        b.nodes[i].child = child[i];
+        b.nodes[i].fid = NONE;
+        b.nodes[i].depth = depth[i];
+    }
+    /* every point's grid coordinates and leaf, as the counting left them */
+    locate_and_count(&b, xyz, t->lo, t->to_grid, 0, n, 0);
+    stats->ms_place += grove__ot_now_ms() - t0;
+    st = place_and_sample(&b, xyz, t, stats);
+_end:
+    free(b.nodes);
     free(b.q);
     free(b.leaf);
     return st;

@@ -249,62 +249,118 @@ extern "C" grove_status grove__ot_build_cuda_device(grove_ctx *ctx, const double
     return GROVE_OK;
 }
 
+/* The pool of a counted build, copied to the host for grove__ot_build_cpu_from_pool. */
+struct HostPool {
+    uint32_t *child, *count;
+    uint8_t *depth;
+    size_t size;
+    HostPool() : child(NULL), count(NULL), depth(NULL), size(0) {}
+    ~HostPool()
+    {
+        free(child);
+        free(count);
+        free(depth);
+    }
+};
+
+static grove_status save_pool(Build &B, HostPool &H)
+{
+    const size_t P = B.pool_size;
+    H.size = P;
+    H.child = (uint32_t *)malloc(P * sizeof *H.child);
+    H.count = (uint32_t *)malloc(P * sizeof *H.count);
+    H.depth = (uint8_t *)malloc(P);
+    if (!H.child || !H.count || !H.depth)
+        return grove__error(B.ctx, GROVE_ERR_OUT_OF_MEMORY,
+                            "octree (CUDA): out of memory for a pool of %zu nodes", P);
+    void *const h[3] = {H.child, H.count, H.depth};
+    const void *const d[3] = {B.P.child, B.P.count, B.P.depth};
+    const size_t bytes[3] = {P * sizeof *H.child, P * sizeof *H.count, P};
+    return grove__cuda_fetchv(B.ctx, 3, h, d, bytes, B.A.s, "octree node pool");
+}
+
+/* Counts the host points xyz batch by batch on the GPU (steps 1-3), then finishes the tree
+ * there when it fits (*fallback = 0), or leaves the counted pool in H (*fallback = 1) when the
+ * later phases ran out of device memory. A shortage during the counting itself is returned. */
+static grove_status count_and_finish(grove_ctx *ctx, const double *xyz, grove_octree *t,
+                                     grove_octree_stats *stats, HostPool &H, uint32_t *fallback)
+{
+    const double t0 = grove__ot_now_ms();
+    const size_t n = t->n;
+    Build B(ctx, t);
+    const size_t bs = t->opts.batch < n ? t->opts.batch : (n ? n : 1);
+    Pinned stage;
+    double *dbatch = NULL;
+    grove_status st = build_init(B);
+    if (st == GROVE_OK && n) {
+        /* two staging halves: the host fills one while the GPU counts the other */
+        if (cudaMallocHost(&stage.p, 2 * 3 * bs * sizeof(double)) != cudaSuccess) {
+            cudaGetLastError();
+            st = grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
+                              "octree (CUDA): cannot pin %zu bytes of host staging memory",
+                              2 * 3 * bs * sizeof(double));
+        }
+        if (st == GROVE_OK) st = B.A.get(&dbatch, 3 * bs, "octree batch coordinates");
+        double *half[2] = {(double *)stage.p, (double *)stage.p + 3 * bs};
+        if (st == GROVE_OK) memcpy(half[0], xyz, 3 * (bs < n ? bs : n) * sizeof(double));
+        for (size_t b = 0, k = 0; st == GROVE_OK && b < n; b += bs, k++) {
+            const size_t m = n - b < bs ? n - b : bs;
+            st = grove__cuda_h2d(ctx, dbatch, half[k & 1], 3 * m * sizeof(double), B.A.s);
+            if (st != GROVE_OK) break;
+            st = quantize_batch(B, dbatch, b, m);
+            if (st != GROVE_OK) break;
+            /* the previous use of the other half (batch k - 1's copy) has completed: the
+             * host synchronized on its spill counts */
+            if (b + m < n) {
+                const size_t m2 = n - b - m < bs ? n - b - m : bs;
+                memcpy(half[(k + 1) & 1], xyz + 3 * (b + m), 3 * m2 * sizeof(double));
+            }
+            st = count_batch(B, b, b + m);
+            stats->batches++;
+            if (st == GROVE_OK && t->opts.progress)
+                t->opts.progress(t->opts.progress_user, b + m, n);
+        }
+    }
+    if (st != GROVE_OK) return st;
+    /* the batch's coordinates are not needed any more: room for the later phases */
+    B.A.put(dbatch);
+    stats->ms_count = grove__ot_now_ms() - t0;
+    stats->spill_rounds = B.spill_rounds;
+    st = finish(B, NULL, stats);
+    if (st == GROVE_ERR_DEVICE_OUT_OF_MEMORY) {
+        /* what finish() placed on the device goes; the pool it only read */
+        free_tree_device(t);
+        *fallback = 1;
+        return save_pool(B, H);
+    }
+    if (st == GROVE_OK) st = download(ctx, t);
+    return st;
+}
+
 extern "C" grove_status grove__ot_build_cuda(grove_ctx *ctx, const double *xyz, grove_octree *t,
                                              grove_octree_stats *stats)
 {
     const double t0 = grove__ot_now_ms();
     GROVE_TRY(grove__cuda_use(ctx));
-    grove_status st = GROVE_OK;
     const size_t n = t->n;
-    uint32_t batches = 0;
-    {
-        Build B(ctx, t);
-        const size_t bs = t->opts.batch < n ? t->opts.batch : (n ? n : 1);
-        Pinned stage;
-        double *dbatch = NULL;
-        st = build_init(B);
-        if (st == GROVE_OK && n) {
-            /* two staging halves: the host fills one while the GPU counts the other */
-            if (cudaMallocHost(&stage.p, 2 * 3 * bs * sizeof(double)) != cudaSuccess) {
-                cudaGetLastError();
-                st = grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
-                                  "octree (CUDA): cannot pin %zu bytes of host staging memory",
-                                  2 * 3 * bs * sizeof(double));
-            }
-            if (st == GROVE_OK) st = B.A.get(&dbatch, 3 * bs, "octree batch coordinates");
-            double *half[2] = {(double *)stage.p, (double *)stage.p + 3 * bs};
-            if (st == GROVE_OK) memcpy(half[0], xyz, 3 * (bs < n ? bs : n) * sizeof(double));
-            for (size_t b = 0, k = 0; st == GROVE_OK && b < n; b += bs, k++) {
-                const size_t m = n - b < bs ? n - b : bs;
-                st = grove__cuda_h2d(ctx, dbatch, half[k & 1], 3 * m * sizeof(double), B.A.s);
-                if (st != GROVE_OK) break;
-                st = quantize_batch(B, dbatch, b, m);
-                if (st != GROVE_OK) break;
-                /* the previous use of the other half (batch k - 1's copy) has completed: the
-                 * host synchronized on its spill counts */
-                if (b + m < n) {
-                    const size_t m2 = n - b - m < bs ? n - b - m : bs;
-                    memcpy(half[(k + 1) & 1], xyz + 3 * (b + m), 3 * m2 * sizeof(double));
-                }
-                st = count_batch(B, b, b + m);
-                batches++;
-                if (st == GROVE_OK && t->opts.progress)
-                    t->opts.progress(t->opts.progress_user, b + m, n);
-            }
-        }
-        const double t1 = grove__ot_now_ms();
-        if (st == GROVE_OK) st = finish(B, NULL, stats);
-        if (st == GROVE_OK && stats) stats->ms_count = t1 - t0;
-    }
-    /* the tree comes to the host; octree.c gathers the entries' xyz from the input (with all
-     * the host's threads) */
-    if (st == GROVE_OK) st = download(ctx, t);
+    uint32_t fallback = 0;
+    HostPool H;
+    grove_status st = count_and_finish(ctx, xyz, t, stats, H, &fallback);
     free_tree_device(t);
-    if (st != GROVE_OK) return st;
-    if (stats) {
-        stats->batches = batches;
-        stats->ms_total = grove__ot_now_ms() - t0;
+    if (st == GROVE_ERR_DEVICE_OUT_OF_MEMORY && fallback == 0) {
+        /* not even the counting fits: the CPU backend builds the same tree */
+        memset(stats, 0, sizeof *stats);
+        stats->host_fallback = 2;
+        return grove__ot_build_cpu(ctx, xyz, t, stats);
     }
+    if (st != GROVE_OK) return st;
+    if (fallback) {
+        stats->ms_place = stats->ms_lod = 0;
+        stats->host_fallback = 1;
+        GROVE_TRY(grove__ot_build_cpu_from_pool(ctx, xyz, t, H.child, H.count, H.depth, H.size,
+                                                stats));
+    }
+    stats->ms_total = grove__ot_now_ms() - t0;
     if (n == 0 && t->opts.progress) t->opts.progress(t->opts.progress_user, 0, 0);
     return GROVE_OK;
 }

@@ -148,6 +148,17 @@ grove_status grove__ot_build_cuda(grove_ctx *ctx, const double *xyz, grove_octre
 grove_status grove__ot_build_cuda_device(grove_ctx *ctx, const double *d_xyz, grove_octree *t,
                                          grove_octree_stats *stats);
 
+/* Everything after the counting, on the host, from a node pool counted elsewhere (the CUDA
+ * build from host memory when its later phases do not fit in device memory): node i is a leaf
+ * when child[i] == UINT32_MAX, else its 8 children are child[i] + octant (ids above i);
+ * count[i] is the points counted into a leaf, depth[i] its depth. Every point is located
+ * again on the host, and the tree (host arrays, coordinates included) is the one the CPU
+ * build gives. Adds to stats->ms_place and ms_lod. */
+grove_status grove__ot_build_cpu_from_pool(grove_ctx *ctx, const double *xyz, grove_octree *t,
+                                           const uint32_t *child, const uint32_t *count,
+                                           const uint8_t *depth, size_t num_nodes,
+                                           grove_octree_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif
