@@ -192,4 +192,34 @@ if expect 2 "export <malformed metadata.json>" "$G" octree export "$tmp/dd" --le
 fi
 [ ! -e "$tmp/x.ply" ] || { name="failed export"; fail "x.ply written by a failed export"; }
 
+# ---- --device-mem-limit ----
+if expect 1 "--device-mem-limit 1x" "$G" --device-mem-limit 1x octree build "$tmp/pts.csv" \
+    -o "$tmp/dl"; then
+    err_has "device-mem-limit: '1x' is not a count"
+    out_empty
+fi
+# on the CPU backend it changes nothing
+if expect 0 "--device-mem-limit on the CPU" "$G" --device-mem-limit 1k octree build \
+    "$tmp/pts.csv" -o "$tmp/dl" --max-points 100 --lod-grid 8 --batch 700 $B; then
+    cmp -s "$tmp/dl/grove.octree" "$d/grove.octree" || fail "the tree differs"
+fi
+# With a GPU, a limit too small for the build makes it run its later phases (or all of it) on
+# the host, with the same files. Without one the CUDA context cannot be made (exit 3): the
+# check is skipped.
+if "$G" --backend cuda --device-mem-limit 120k octree build "$tmp/pts.csv" -o "$tmp/dg" \
+    --max-points 100 --lod-grid 8 --batch 700 >"$tmp/out" 2>"$tmp/err"; then
+    checks=$((checks + 1))
+    name="--device-mem-limit 120k on the GPU"
+    grep -q "^note: " "$tmp/out" || fail "no note of the fallback"
+    for f in grove.octree hierarchy.bin octree.bin; do
+        cmp -s "$tmp/dg/$f" "$d/$f" || fail "$f differs from the CPU backend's"
+    done
+elif ! grep -q "cannot use the cuda backend\|cannot create a cuda context" "$tmp/err"; then
+    checks=$((checks + 1))
+    name="--device-mem-limit 120k on the GPU"
+    fail "failed"
+else
+    echo "$suite: no GPU: the --device-mem-limit fallback is not checked"
+fi
+
 finish

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 grove_backend cli_default_backend = GROVE_BACKEND_AUTO;
+size_t cli_device_mem_limit = 0;
 
 int cli_exit_code(grove_status s, cli_cause cause)
 {
@@ -254,6 +255,7 @@ int cli_ctx_create(const char *what, grove_backend b, grove_ctx **out)
     grove_status s;
     grove_ctx_default_opts(&o);
     o.backend = b;
+    o.device_mem_limit = cli_device_mem_limit;
     *out = NULL;
     s = grove_ctx_create(&o, &ctx);
     if (s == GROVE_OK) {

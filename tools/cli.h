@@ -156,6 +156,8 @@ int cli_backend(cli_parser *p, grove_backend *out);
 /* The backend chosen with the global `grove --backend B <command>`; AUTO by default.
  * Subcommands start from it and let their own --backend override it. */
 extern grove_backend cli_default_backend;
+/* grove --device-mem-limit: the contexts' device_mem_limit (0: none). */
+extern size_t cli_device_mem_limit;
 
 /* ---- contexts ---- */
 

@@ -25,7 +25,8 @@ static const cli_command commands[] = {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: grove [--backend auto|cpu|cuda] <command> [options]\n"
+    fprintf(f, "usage: grove [--backend auto|cpu|cuda] [--device-mem-limit BYTES] <command> "
+               "[options]\n"
                "       grove --help | --version\n"
                "\n"
                "Spatial trees and irregular parallel workloads on NVIDIA GPUs, with a CPU backend\n"
@@ -37,6 +38,11 @@ static void usage(FILE *f)
                "options:\n"
                "  --backend B   default backend of the commands that run work: auto (CUDA when\n"
                "                a usable GPU is found, else CPU), cpu or cuda\n"
+               "  --device-mem-limit BYTES\n"
+               "                most device memory the CUDA backend may hold (e.g. 8G = 8e9\n"
+               "                bytes; default: no limit besides the GPU's); past it a command\n"
+               "                fails with exit 3, or runs a phase on the host where it can\n"
+               "                (octree build)\n"
                "  --version     print the version and exit\n"
                "  -h, --help    print this help and exit\n"
                "\n"
@@ -59,6 +65,10 @@ int main(int argc, char **argv)
         }
         if (cli_value(&p, "--backend")) {
             if (cli_backend(&p, &cli_default_backend)) return p.exit;
+            continue;
+        }
+        if (cli_value(&p, "--device-mem-limit")) {
+            if (cli_size(&p, 1, SIZE_MAX, &cli_device_mem_limit)) return p.exit;
             continue;
         }
         cli_error(NULL, "unknown option '%s'", p.arg);
