@@ -196,7 +196,8 @@ static grove_status pass_error(grove_ctx *on, grove_ctx *ctx, grove_status s)
     return s;
 }
 
-/* Median wall time of host-memory builds; *tree: the last one. */
+/* Median wall time of host-memory builds; *tree: the last one. A CUDA build that fell back to
+ * the host (too little device memory) is an error, not a GPU figure. */
 static grove_status time_build(grove_ctx *on, grove_ctx *ctx, const double *xyz, size_t n,
                                int warmup, int repeats, double *ms, grove_octree **tree)
 {
@@ -207,11 +208,17 @@ static grove_status time_build(grove_ctx *on, grove_ctx *ctx, const double *xyz,
     *tree = NULL;
     for (int r = -warmup; r < repeats && s == GROVE_OK; r++) {
         double t0;
+        grove_octree_stats st;
         grove_octree_destroy(*tree);
         *tree = NULL;
         t0 = grove__bench_now_s();
-        s = grove_octree_build(on, xyz, n, NULL, tree, NULL);
+        s = grove_octree_build(on, xyz, n, NULL, tree, &st);
         if (r >= 0) t[r] = (grove__bench_now_s() - t0) * 1e3;
+        if (s == GROVE_OK && st.host_fallback != 0)
+            s = grove__error(on, GROVE_ERR_DEVICE_OUT_OF_MEMORY,
+                             "bench octree: the build of %zu points ran on the host "
+                             "(host_fallback %u): not enough device memory for a GPU figure",
+                             n, st.host_fallback);
     }
     if (s == GROVE_OK) *ms = grove__bench_median(t, repeats);
     return pass_error(on, ctx, s);

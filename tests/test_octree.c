@@ -276,6 +276,22 @@ static grove_octree_opts opts_of(uint32_t max_points, int max_depth, int lod_gri
     return o;
 }
 
+/* ---- progress ---- */
+
+typedef struct prog {
+    uint64_t calls, last, total;
+    int bad;
+} prog;
+
+static void on_progress(void *user, uint64_t done, uint64_t total)
+{
+    prog *p = (prog *)user;
+    if (done <= p->last || done > total) p->bad = 1;
+    p->calls++;
+    p->last = done;
+    p->total = total;
+}
+
 /* ---- the host finish of a counted pool, and the CUDA build's fallbacks ---- */
 
 /* A pool as the counting leaves it, made from a finished tree: every inner node's 8 children
@@ -350,19 +366,58 @@ static void test_from_pool(tu_rng *r)
             CHECK_OK(cpu, grove__ot_build_cpu_from_pool(cpu, c.xyz, t, child, count, depth, size,
                                                         &st));
             same(t, ref, what, "host finish of a counted pool vs CPU build");
-            if (size > 1) { /* a child slot that points back at its parent */
+            /* pools that are not trees: a second parent of the same 8 children (the layout
+             * would visit them twice), children one level too deep, children that point back
+             * at their parent */
+            for (int bad = 0; bad < 3 && size > 9; bad++) {
                 grove_octree *u = (grove_octree *)calloc(1, sizeof *u);
-                child[0] = 0;
-                if (u) {
-                    *u = *t;
-                    u->nodes = NULL;
-                    u->index = NULL;
-                    u->xyz = NULL;
-                    CHECK_ERR(cpu,
-                              grove__ot_build_cpu_from_pool(cpu, c.xyz, u, child, count, depth,
-                                                            size, &st),
-                              GROVE_ERR_INTERNAL, "pool node 0");
+                uint32_t *ch = (uint32_t *)malloc(size * sizeof *ch);
+                uint8_t *dp = (uint8_t *)malloc(size);
+                size_t a = 0, want = 0;
+                if (!u || !ch || !dp) {
+                    FAIL("%s: out of memory", what);
+                    free(ch);
+                    free(dp);
+                    grove_octree_destroy(u);
+                    break;
                 }
+                memcpy(ch, child, size * sizeof *ch);
+                memcpy(dp, depth, size);
+                if (bad == 0) {
+                    /* the last block of children claimed again, by a leaf before it at its
+                     * parent's depth (any leaf before it when there is none) */
+                    size_t p = 0, any = size;
+                    for (size_t i = 0; i < size; i++)
+                        if (ch[i] != UINT32_MAX && ch[i] > ch[p]) p = i;
+                    a = size;
+                    for (size_t i = 1; i < ch[p] && a == size; i++)
+                        if (ch[i] == UINT32_MAX) {
+                            if (any == size) any = i;
+                            if (dp[i] == dp[p] && i != p) a = i;
+                        }
+                    if (a == size) a = any;
+                    if (a < size) ch[a] = ch[p];
+                    want = a;
+                } else if (bad == 1) {
+                    for (uint32_t k = 0; k < 8; k++) dp[ch[0] + k]++;
+                    want = 0;
+                } else {
+                    ch[0] = 0;
+                    want = 0;
+                }
+                *u = *t;
+                u->nodes = NULL;
+                u->index = NULL;
+                u->xyz = NULL;
+                char sub[32];
+                snprintf(sub, sizeof sub, "pool node %zu ", want);
+                if (a < size)
+                    CHECK_ERR(cpu,
+                              grove__ot_build_cpu_from_pool(cpu, c.xyz, u, ch, count, dp, size,
+                                                            &st),
+                              GROVE_ERR_INTERNAL, sub);
+                free(ch);
+                free(dp);
                 grove_octree_destroy(u);
             }
         }
@@ -376,13 +431,47 @@ static void test_from_pool(tu_rng *r)
 }
 
 #ifdef GROVE_HAVE_CUDA
+/* One build from host memory on ctx: the CPU's tree, host_fallback as wanted (-1: any), the
+ * progress callback called with ascending counts up to n. Returns host_fallback (-1: failed). */
+static int fallback_build(grove_ctx *ctx, const cloud *c, const grove_octree_opts *opts,
+                          const grove_octree *ref, int want, const char *what)
+{
+    grove_octree_opts o = *opts;
+    grove_octree_stats st;
+    grove_octree *t;
+    prog p = {0, 0, 0, 0};
+    o.progress = on_progress;
+    o.progress_user = &p;
+    memset(&st, 0xAB, sizeof st);
+    t = build_on(ctx, c, &o, &st, what);
+    if (!t) return -1;
+    same(t, ref, what, "CUDA build from host memory vs CPU");
+    grove_octree_destroy(t);
+    CHECK_MSG(want < 0 || st.host_fallback == (uint32_t)want, "%s: host_fallback %u, want %d",
+              what, st.host_fallback, want);
+    CHECK_MSG(st.host_fallback <= 2 && st.batches == (c->n + o.batch - 1) / o.batch &&
+                  st.spill_rounds > 0 && st.ms_place >= 0.0 && st.ms_total >= st.ms_count,
+              "%s: stats batches %u, spill rounds %u, host_fallback %u", what, st.batches,
+              st.spill_rounds, st.host_fallback);
+    CHECK_MSG(!p.bad && p.last == c->n && p.total == c->n,
+              "%s: progress %llu calls, last %llu of %llu, %s", what,
+              (unsigned long long)p.calls, (unsigned long long)p.last,
+              (unsigned long long)p.total, p.bad ? "not ascending" : "ascending");
+    return (int)st.host_fallback;
+}
+
 /* CUDA contexts with a device_mem_limit that holds the counting's buffers (16 bytes a point, a
  * batch, the pool) but not the Morton order's, one that holds not even those, and none: the
  * build from host memory gives the CPU's tree each time and says where it ran; the
- * device-resident build reports the shortage. */
-static void test_host_fallback(tu_rng *r)
+ * device-resident build reports the shortage. Then every device allocation of the build in
+ * turn is refused (the context's test hook): the counting's (whole build on the CPU backend,
+ * after some batches may have been reported), and the later phases' (finished on the host),
+ * including those after the tree's device arrays exist. The random stream is copied, so the
+ * later sets are the same with and without a GPU. */
+static void test_host_fallback(const tu_rng *r0)
 {
     const size_t n = g_quick == 2 ? 20000 : g_quick ? 100000 : 400000;
+    tu_rng rr = *r0, *r = &rr;
     cloud c = gen_clustered(r, n);
     grove_octree_opts o = opts_of(200, 20, 32);
     grove_octree *ref;
@@ -393,8 +482,6 @@ static void test_host_fallback(tu_rng *r)
     for (int j = 0; ref && j < 3; j++) {
         grove_ctx_opts co;
         grove_ctx *ctx = NULL;
-        grove_octree_stats st;
-        grove_octree *t = NULL;
         char what[96];
         grove_ctx_default_opts(&co);
         co.backend = GROVE_BACKEND_CUDA;
@@ -404,19 +491,10 @@ static void test_host_fallback(tu_rng *r)
             FAIL("%s: cannot create a CUDA context", what);
             continue;
         }
-        memset(&st, 0xAB, sizeof st);
-        t = build_on(ctx, &c, &o, &st, what);
-        if (t) {
-            same(t, ref, what, "CUDA build from host memory vs CPU");
-            CHECK_MSG(st.host_fallback == (uint32_t)j, "%s: host_fallback %u, want %d", what,
-                      st.host_fallback, j);
-            CHECK_MSG(st.batches == (n + o.batch - 1) / o.batch && st.spill_rounds > 0 &&
-                          st.ms_place >= 0.0 && st.ms_total >= st.ms_count,
-                      "%s: stats batches %u, spill rounds %u", what, st.batches, st.spill_rounds);
-        }
-        grove_octree_destroy(t);
+        fallback_build(ctx, &c, &o, ref, j, what);
         if (j == 2) { /* the points on the device, but no room for the build */
             double *d = NULL;
+            grove_octree *t;
             if (cudaMalloc((void **)&d, 3 * n * sizeof(double)) != cudaSuccess ||
                 cudaMemcpy(d, c.xyz, 3 * n * sizeof(double), cudaMemcpyHostToDevice) !=
                     cudaSuccess) {
@@ -428,6 +506,37 @@ static void test_host_fallback(tu_rng *r)
                 CHECK(t == NULL);
             }
             cudaFree(d);
+        }
+        grove_ctx_destroy(ctx);
+    }
+    /* allocation k refused, k = 0, 1, ... until a build needs fewer allocations */
+    if (ref) {
+        grove_ctx_opts co;
+        grove_ctx *ctx = NULL;
+        int seen[3] = {0, 0, 0};
+        long k;
+        grove_ctx_default_opts(&co);
+        co.backend = GROVE_BACKEND_CUDA;
+        if (grove_ctx_create(&co, &ctx) != GROVE_OK) {
+            FAIL("cannot create a CUDA context");
+        } else {
+            const size_t in_use = ctx->dev_in_use;
+            for (k = 0; k < 1000; k++) {
+                char what[96];
+                int f;
+                snprintf(what, sizeof what, "n=%zu, device allocation %ld refused", n, k);
+                ctx->dev_allocs = 0;
+                ctx->dev_fail_at = k;
+                f = fallback_build(ctx, &c, &o, ref, -1, what);
+                CHECK_MSG(ctx->dev_in_use == in_use, "%s: %zu bytes of device memory held, "
+                          "%zu before", what, ctx->dev_in_use, in_use);
+                if (f < 0 || f > 2 || ctx->dev_allocs <= k) break;
+                seen[f]++;
+            }
+            ctx->dev_fail_at = -1;
+            CHECK_MSG(k < 1000 && seen[1] > 0 && seen[2] > 0,
+                      "refusing each allocation: %ld builds, %d finished on the host, %d on the "
+                      "CPU backend", k, seen[1], seen[2]);
         }
         grove_ctx_destroy(ctx);
     }
@@ -645,22 +754,6 @@ static void test_datasets(tu_rng *r)
     o = opts_of(1000, 20, 64);
     o.batch = 250000;
     run_set(r, gen_clustered(r, 1000000), &o, 0, 8, "clustered n=10^6 cap 1000");
-}
-
-/* ---- progress ---- */
-
-typedef struct prog {
-    uint64_t calls, last, total;
-    int bad;
-} prog;
-
-static void on_progress(void *user, uint64_t done, uint64_t total)
-{
-    prog *p = (prog *)user;
-    if (done <= p->last || done > total) p->bad = 1;
-    p->calls++;
-    p->last = done;
-    p->total = total;
 }
 
 static void test_progress(tu_rng *r)

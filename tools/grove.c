@@ -40,9 +40,9 @@ static void usage(FILE *f)
                "                a usable GPU is found, else CPU), cpu or cuda\n"
                "  --device-mem-limit BYTES\n"
                "                most device memory the CUDA backend may hold (e.g. 8G = 8e9\n"
-               "                bytes; default: no limit besides the GPU's); past it a command\n"
-               "                fails with exit 3, or runs a phase on the host where it can\n"
-               "                (octree build)\n"
+               "                bytes; 0 or by default: no limit besides the GPU's); past it\n"
+               "                a command fails with exit 3, or runs a phase on the host\n"
+               "                where it can (octree build)\n"
                "  --version     print the version and exit\n"
                "  -h, --help    print this help and exit\n"
                "\n"
@@ -68,7 +68,7 @@ int main(int argc, char **argv)
             continue;
         }
         if (cli_value(&p, "--device-mem-limit")) {
-            if (cli_size(&p, 1, SIZE_MAX, &cli_device_mem_limit)) return p.exit;
+            if (cli_size(&p, 0, SIZE_MAX, &cli_device_mem_limit)) return p.exit;
             continue;
         }
         cli_error(NULL, "unknown option '%s'", p.arg);

@@ -208,6 +208,7 @@ grove_status grove_ctx_create(const grove_ctx_opts *opts, grove_ctx **out)
     ctx->device = -1;
     ctx->num_threads = opts->num_threads;
     ctx->dev_limit = opts->device_mem_limit;
+    ctx->dev_fail_at = -1;
     *out = ctx;
     if (opts->backend != GROVE_BACKEND_AUTO && opts->backend != GROVE_BACKEND_CPU &&
         opts->backend != GROVE_BACKEND_CUDA)

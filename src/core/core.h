@@ -27,6 +27,9 @@ struct grove_ctx {
     size_t dev_in_use;     /* bytes held through grove__cuda_alloc */
     size_t dev_peak;       /* most bytes dev_in_use has reached */
     size_t pool_block;     /* largest block grove__cuda_pool_prepare mapped in one piece */
+    long dev_fail_at;      /* test hook: grove__cuda_alloc call number dev_fail_at (from 0,
+                            * counted in dev_allocs) fails as out of memory; -1: none */
+    long dev_allocs;
     void *pinned;          /* page-locked host scratch for grove__cuda_fetch, or NULL */
     size_t pinned_bytes;
     void *stage;           /* page-locked staging for big copies (core_cuda.cu), or NULL */

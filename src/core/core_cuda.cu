@@ -156,6 +156,11 @@ extern "C" grove_status grove__cuda_alloc(grove_ctx *ctx, void **p, size_t bytes
     cudaError_t e;
     *p = NULL;
     if (bytes == 0) return GROVE_OK;
+    if (ctx->dev_fail_at >= 0 && ctx->dev_allocs++ == ctx->dev_fail_at)
+        return grove__error(ctx, GROVE_ERR_DEVICE_OUT_OF_MEMORY,
+                            "allocating %zu bytes of device memory for %s: refused by the test "
+                            "hook (allocation %ld)",
+                            bytes, what, ctx->dev_fail_at);
     if (ctx->dev_limit && bytes > ctx->dev_limit - ctx->dev_in_use)
         return grove__error(ctx, GROVE_ERR_DEVICE_OUT_OF_MEMORY,
                             "allocating %zu bytes of device memory for %s: over the context's "

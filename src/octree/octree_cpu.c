@@ -721,13 +721,36 @@ grove_status grove__ot_build_cpu_from_pool(grove_ctx *ctx, const double *xyz, gr
     if (num_nodes < 1 || num_nodes > (size_t)NONE)
         return grove__error(ctx, GROVE_ERR_INTERNAL, "octree: a node pool of %zu nodes",
                             num_nodes);
-    for (size_t i = 0; i < num_nodes; i++)
-        if (child[i] != NONE &&
-            (child[i] <= i || (size_t)child[i] + 8 > num_nodes || depth[i] >= t->opts.max_depth))
+    /* every node but the root is some node's child exactly once, one level below it */
+    {
+        uint8_t *claimed = (uint8_t *)calloc(num_nodes, 1);
+        size_t bad = SIZE_MAX;
+        if (!claimed)
+            return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
+                                "grove_octree_build: out of memory checking %zu nodes", num_nodes);
+        if (depth[0] != 0) bad = 0;
+        for (size_t i = 0; i < num_nodes && bad == SIZE_MAX; i++) {
+            if (child[i] == NONE) continue;
+            if (child[i] <= i || (size_t)child[i] + 8 > num_nodes ||
+                depth[i] >= t->opts.max_depth) {
+                bad = i;
+                break;
+            }
+            for (uint32_t o = 0; o < 8; o++) {
+                const size_t c = (size_t)child[i] + o;
+                if (claimed[c] || depth[c] != depth[i] + 1) bad = i;
+                claimed[c] = 1;
+            }
+        }
+        for (size_t i = 1; i < num_nodes && bad == SIZE_MAX; i++)
+            if (!claimed[i]) bad = i;
+        free(claimed);
+        if (bad != SIZE_MAX)
             return grove__error(ctx, GROVE_ERR_INTERNAL,
-                                "octree: pool node %zu has children at %u (of %zu nodes, depth "
-                                "%u)",
-                                i, child[i], num_nodes, (unsigned)depth[i]);
+                                "octree: pool node %zu (depth %u, children at %u of %zu nodes) "
+                                "is not part of a tree",
+                                bad, (unsigned)depth[bad], child[bad], num_nodes);
+    }
     b.num_nodes = b.cap_nodes = num_nodes;
     b.nodes = (bnode *)malloc(num_nodes * sizeof *b.nodes);
     b.q = (uint32_t *)malloc((n ? 3 * n : 1) * sizeof *b.q);

@@ -337,6 +337,25 @@ static grove_status count_and_finish(grove_ctx *ctx, const double *xyz, grove_oc
     return st;
 }
 
+/* The caller's progress callback, kept monotone: a build that falls back to the CPU backend
+ * after some batches were counted on the GPU reports its own batches from the start, and those
+ * calls are dropped until it passes what was reported. */
+struct Progress {
+    void (*fn)(void *, uint64_t, uint64_t);
+    void *user;
+    uint64_t last;
+    bool any;
+};
+
+static void progress_forward(void *u, uint64_t done, uint64_t total)
+{
+    Progress *p = (Progress *)u;
+    if (p->any && done <= p->last) return;
+    p->any = true;
+    p->last = done;
+    p->fn(p->user, done, total);
+}
+
 extern "C" grove_status grove__ot_build_cuda(grove_ctx *ctx, const double *xyz, grove_octree *t,
                                              grove_octree_stats *stats)
 {
@@ -345,23 +364,30 @@ extern "C" grove_status grove__ot_build_cuda(grove_ctx *ctx, const double *xyz, 
     const size_t n = t->n;
     uint32_t fallback = 0;
     HostPool H;
+    Progress pr = {t->opts.progress, t->opts.progress_user, 0, false};
+    if (pr.fn) {
+        t->opts.progress = progress_forward;
+        t->opts.progress_user = &pr;
+    }
     grove_status st = count_and_finish(ctx, xyz, t, stats, H, &fallback);
     free_tree_device(t);
     if (st == GROVE_ERR_DEVICE_OUT_OF_MEMORY && fallback == 0) {
         /* not even the counting fits: the CPU backend builds the same tree */
         memset(stats, 0, sizeof *stats);
         stats->host_fallback = 2;
-        return grove__ot_build_cpu(ctx, xyz, t, stats);
-    }
-    if (st != GROVE_OK) return st;
-    if (fallback) {
-        stats->ms_place = stats->ms_lod = 0;
+        st = grove__ot_build_cpu(ctx, xyz, t, stats);
+    } else if (st == GROVE_OK && fallback) {
+        /* the failed attempt and the pool's copy count as placement */
+        stats->ms_place = grove__ot_now_ms() - t0 - stats->ms_count;
+        stats->ms_lod = 0;
         stats->host_fallback = 1;
-        GROVE_TRY(grove__ot_build_cpu_from_pool(ctx, xyz, t, H.child, H.count, H.depth, H.size,
-                                                stats));
+        st = grove__ot_build_cpu_from_pool(ctx, xyz, t, H.child, H.count, H.depth, H.size, stats);
     }
+    t->opts.progress = pr.fn;
+    t->opts.progress_user = pr.user;
+    if (st != GROVE_OK) return st;
     stats->ms_total = grove__ot_now_ms() - t0;
-    if (n == 0 && t->opts.progress) t->opts.progress(t->opts.progress_user, 0, 0);
+    if (n == 0 && pr.fn && !pr.any) pr.fn(pr.user, 0, 0);
     return GROVE_OK;
 }
 
