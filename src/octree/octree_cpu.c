@@ -46,6 +46,25 @@ typedef struct build {
     uint32_t *leaf;      /* each point's leaf (a bnode) */
 } build;
 
+/* Sets b's context, options and threads and allocates room for cap nodes and n points' grid
+ * coordinates and leaves (b is zeroed first; what was allocated is freed by the caller). */
+static grove_status build_alloc(build *b, grove_ctx *ctx, const grove_octree_opts *o, size_t n,
+                                size_t cap)
+{
+    memset(b, 0, sizeof *b);
+    b->ctx = ctx;
+    b->o = o;
+    b->nt = grove__threads(ctx);
+    b->cap_nodes = cap;
+    b->nodes = (bnode *)malloc(cap * sizeof *b->nodes);
+    b->q = (uint32_t *)malloc((n ? 3 * n : 1) * sizeof *b->q);
+    b->leaf = (uint32_t *)malloc((n ? n : 1) * sizeof *b->leaf);
+    if (!b->nodes || !b->q || !b->leaf)
+        return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
+                            "grove_octree_build: out of memory for %zu points' grid coordinates", n);
+    return GROVE_OK;
+}
+
 /* Points one thread counts as one run-aggregated chunk. */
 #define COUNT_CHUNK 4096
 
@@ -660,19 +679,7 @@ grove_status grove__ot_build_cpu(grove_ctx *ctx, const double *xyz, grove_octree
     build b;
     double t0;
 
-    memset(&b, 0, sizeof b);
-    b.ctx = ctx;
-    b.o = o;
-    b.nt = grove__threads(ctx);
-    b.cap_nodes = 1024;
-    b.nodes = (bnode *)malloc(b.cap_nodes * sizeof *b.nodes);
-    b.q = (uint32_t *)malloc((n ? 3 * n : 1) * sizeof *b.q);
-    b.leaf = (uint32_t *)malloc((n ? n : 1) * sizeof *b.leaf);
-    if (!b.nodes || !b.q || !b.leaf) {
-        st = grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
-                          "grove_octree_build: out of memory for %zu points' grid coordinates", n);
-        goto _end;
-    }
+    GROVE_TRY_END(st, build_alloc(&b, ctx, o, n, 1024));
     b.nodes[0].count = 0;
     b.nodes[0].child = NONE;
     b.nodes[0].fid = NONE;
@@ -712,10 +719,6 @@ grove_status grove__ot_build_cpu_from_pool(grove_ctx *ctx, const double *xyz, gr
     build b;
     double t0 = grove__ot_now_ms();
 
-    memset(&b, 0, sizeof b);
-    b.ctx = ctx;
-    b.o = &t->opts;
-    b.nt = grove__threads(ctx);
     /* the pool must be a tree whose children follow their parent (lay_out_nodes sums the
      * subtrees from the last id down) and lie inside it; anything else is a bug upstream */
     if (num_nodes < 1 || num_nodes > (size_t)NONE)
@@ -751,15 +754,8 @@ grove_status grove__ot_build_cpu_from_pool(grove_ctx *ctx, const double *xyz, gr
                                 "is not part of a tree",
                                 bad, (unsigned)depth[bad], child[bad], num_nodes);
     }
-    b.num_nodes = b.cap_nodes = num_nodes;
-    b.nodes = (bnode *)malloc(num_nodes * sizeof *b.nodes);
-    b.q = (uint32_t *)malloc((n ? 3 * n : 1) * sizeof *b.q);
-    b.leaf = (uint32_t *)malloc((n ? n : 1) * sizeof *b.leaf);
-    if (!b.nodes || !b.q || !b.leaf) {
-        st = grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
-                          "grove_octree_build: out of memory for %zu points' grid coordinates", n);
-        goto _end;
-    }
+    GROVE_TRY_END(st, build_alloc(&b, ctx, &t->opts, n, num_nodes));
+    b.num_nodes = num_nodes;
     for (size_t i = 0; i < num_nodes; i++) {
         b.nodes[i].count = count[i];
         b.nodes[i].child = child[i];
