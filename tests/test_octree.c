@@ -32,6 +32,8 @@
 #include "octree_internal.h" /* grove__ot_build_cpu_from_pool */
 #ifdef GROVE_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include "octree_cuda.h" /* grove__ot_refine_mode */
 #endif
 #include "testutil.h"
 
@@ -84,6 +86,25 @@ static cloud gen_clustered(tu_rng *r, size_t n)
         for (int a = 0; a < 3; a++)
             c.xyz[3 * i + a] = (tu_next(r) % 10 < 9) ? 0.3 + rnd_between(r, 0.0, 1e-7)
                                                       : rnd_between(r, -5.0, 5.0);
+    return c;
+}
+
+/* Dense spots: groups of 2..kmax points inside a cube 1e-7 wide (a level-21 cell of this
+ * 10-wide cloud is 4.8e-6 wide, a level-30 cell 9.3e-9: so a group is one run, rarely two, of
+ * equal 63-bit Morton keys whose points differ further down) at random places, between
+ * uniform points. */
+static cloud gen_spots(tu_rng *r, size_t n, int kmax)
+{
+    cloud c = new_cloud(n);
+    size_t i = 0;
+    while (i < n) {
+        double ctr[3];
+        size_t k = tu_next(r) % 3 == 0 ? 1 : 2 + (size_t)(tu_next(r) % (uint64_t)(kmax - 1));
+        for (int a = 0; a < 3; a++) ctr[a] = rnd_between(r, -5.0, 5.0);
+        for (size_t t = 0; t < k && i < n; t++, i++)
+            for (int a = 0; a < 3; a++)
+                c.xyz[3 * i + a] = k == 1 ? ctr[a] : ctr[a] + rnd_between(r, 0.0, 1e-7);
+    }
     return c;
 }
 
@@ -688,8 +709,6 @@ static void run_set(tu_rng *r, cloud c, const grove_octree_opts *o, int batches,
     free(c.xyz);
 }
 
-
-
 static void test_datasets(tu_rng *r)
 {
     const size_t sizes[] = {0, 1, 31, 32, 33, 1000};
@@ -703,6 +722,26 @@ static void test_datasets(tu_rng *r)
         o = opts_of(32, 20, 128);
         run_set(r, gen_uniform(r, sizes[j], 5.0, 6.0), &o, 1, 40, what);
     }
+    /* spots of at most 32 points a run (the CUDA build refines the Morton order run by run)
+     * and of up to 40 (then it sorts everything), with both refinements; cap 16 and lod 128
+     * make inner nodes whose samples lie below level 21 */
+    for (int kmax = 32; kmax <= 40; kmax += 8)
+        for (int mode = 0; mode < (g_cpu ? 2 : 1); mode++) {
+#ifdef GROVE_HAVE_CUDA
+            if (g_cpu) grove__ot_refine_mode(mode);
+#endif
+            snprintf(what, sizeof what, "spots of 2..%d points, cap 16, refinement %d", kmax,
+                     mode);
+            o = opts_of(16, 20, 128);
+            run_set(r, gen_spots(r, 20000, kmax), &o, 1, 40, what);
+            snprintf(what, sizeof what, "spots of 2..%d points, cap 64, lod 8, refinement %d",
+                     kmax, mode);
+            o = opts_of(64, 20, 8);
+            run_set(r, gen_spots(r, 5000, kmax), &o, 1, 40, what);
+        }
+#ifdef GROVE_HAVE_CUDA
+    if (g_cpu) grove__ot_refine_mode(0);
+#endif
     /* the CUDA counting kernels take 2048 points a block (256 threads x 8): tile - 1, tile,
      * tile + 1, in one batch and in batches of 1000 (run_set's batch sizes) */
     for (size_t m = 2047; m <= 2049; m++) {

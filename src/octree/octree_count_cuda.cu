@@ -272,6 +272,67 @@ __global__ void refine_key_kernel(const uint32_t *__restrict__ rid, const uint32
     pos[j] = (uint32_t)j;
 }
 
+/* The refinement when every run of equal 63-bit keys is short (at most kShortRun positions, as
+ * in a cloud whose dense spots hold a few points a level-21 cell): the thread of a run's first
+ * position sorts the run by the octant digits of levels 21..29 (insertion sort, stable, so
+ * equal codes keep input order) and applies the order to the run's grid coordinates, input
+ * positions, leaves and coordinates in place; the 63-bit key is the same along a run. The
+ * refined key is (position of the run's head) << 27 | low digits: equal within a voxel of a
+ * level below 21, different between runs, which is all the samples compare. A longer run sets
+ * *longer and is left as it is (the caller then refines by a sort of everything). */
+const int kShortRun = 32;
+
+template <typename T> __device__ __forceinline__ void permute_run(T *a, size_t j, int len,
+                                                                  int stride, int c,
+                                                                  const uint8_t *ord)
+{
+    T buf[kShortRun];
+    for (int t = 0; t < len; t++) buf[t] = a[(j + t) * stride + c];
+    for (int t = 0; t < len; t++) a[(j + t) * stride + c] = buf[ord[t]];
+}
+
+__global__ void refine_short_runs_kernel(const u64 *__restrict__ skey, uint32_t *__restrict__ q,
+                                         uint32_t *__restrict__ perm, uint32_t *__restrict__ leaf,
+                                         double *__restrict__ xyzm, size_t n,
+                                         u64 *__restrict__ rkey, uint32_t *__restrict__ longer)
+{
+    const size_t j = blockIdx.x * (size_t)kBlock + threadIdx.x;
+    if (j >= n) return;
+    const u64 k = skey[j];
+    if (j > 0 && skey[j - 1] == k) return; /* not a run's head */
+    size_t e = j + 1;
+    while (e < n && e - j <= (size_t)kShortRun && skey[e] == k) e++;
+    const int len = (int)(e - j);
+    if (len > kShortRun) {
+        *longer = 1u;
+        return;
+    }
+    uint32_t lo[kShortRun];
+    uint8_t ord[kShortRun];
+    for (int t = 0; t < len; t++) {
+        uint32_t p[3];
+        load_q(q, j + t, p);
+        const uint32_t v = grove__ot_morton_lo(p);
+        int u = t; /* insertion: after every equal code, so the sort is stable */
+        while (u > 0 && lo[u - 1] > v) {
+            lo[u] = lo[u - 1];
+            ord[u] = ord[u - 1];
+            u--;
+        }
+        lo[u] = v;
+        ord[u] = (uint8_t)t;
+    }
+    for (int t = 0; t < len; t++) rkey[j + t] = (u64)j << 27 | lo[t];
+    bool moved = false;
+    for (int t = 0; t < len; t++) moved |= ord[t] != t;
+    if (!moved) return;
+    for (int c = 0; c < 3; c++) permute_run(q, j, len, 3, c, ord);
+    permute_run(perm, j, len, 1, 0, ord);
+    permute_run(leaf, j, len, 1, 0, ord);
+    if (xyzm)
+        for (int c = 0; c < 3; c++) permute_run(xyzm, j, len, 3, c, ord);
+}
+
 /* Applies the refining sort's order to everything kept per position. */
 __global__ void refine_permute_kernel(const uint32_t *__restrict__ spos, size_t n,
                                       const uint32_t *__restrict__ q, uint32_t *__restrict__ q2,
@@ -497,6 +558,8 @@ grove_status needs_refining(Build &B, bool *yes)
 /* Refines the Morton order below level 21 so that every cell of every level is one run: a
  * stable sort by (run of equal 63-bit key, octant digits of levels 21 to 29), at most 32 + 27
  * bits. Only clouds with points closer than a level-21 cell that still differ need it. */
+int g_refine_mode = 0; /* grove__ot_refine_mode */
+
 grove_status refine_order(Build &B)
 {
     grove_ctx *ctx = B.ctx;
@@ -507,6 +570,24 @@ grove_status refine_order(Build &B)
     size_t tb = 0;
     void *tmp = NULL;
     if (n == 0) return GROVE_OK;
+    if (g_refine_mode == 0) {
+        /* short runs only (the usual dense spot): sorted in place, run by run */
+        uint32_t *longer, hl = 0;
+        GROVE_TRY(B.A.get(&B.rkey, n, "octree refined keys"));
+        GROVE_TRY(B.A.get(&longer, 1, "octree long run flag"));
+        GROVE_CUDA_TRY(ctx, cudaMemsetAsync(longer, 0, sizeof *longer, s), "octree long run flag");
+        refine_short_runs_kernel<<<blocks_for(n), kBlock, 0, s>>>(B.skey, B.q, B.perm, B.leaf,
+                                                                   B.xyzm, n, B.rkey, longer);
+        GROVE_CUDA_LAUNCHED(ctx, "octree short run refinement kernel");
+        GROVE_TRY(grove__cuda_d2h(ctx, &hl, longer, sizeof hl, s));
+        GROVE_TRY(grove__cuda_sync(ctx, s, "octree short run refinement"));
+        B.A.put(longer);
+        if (!hl) return GROVE_OK;
+        /* a run longer than kShortRun: the runs sorted so far stay sorted (the sort below is
+         * stable and sorts by the same codes) */
+        B.A.put(B.rkey);
+        B.rkey = NULL;
+    }
     GROVE_TRY(B.A.get(&head, n, "octree run heads"));
     GROVE_TRY(B.A.get(&rid, n, "octree run ids"));
     run_head_kernel<<<blocks_for(n), kBlock, 0, s>>>(B.skey, n, head);
@@ -591,6 +672,8 @@ grove_status build_points_on_device(Build &B, const double *d_xyz)
 }
 
 } /* namespace grove__otc */
+
+extern "C" void grove__ot_refine_mode(int mode) { grove__otc::g_refine_mode = mode; }
 
 extern "C" grove_status grove__ot_count_cells_cuda(grove_ctx *ctx, const uint32_t *d_q, size_t n,
                                                    int depth, int aggregated, uint32_t *d_counts)

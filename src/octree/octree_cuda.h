@@ -32,6 +32,12 @@ grove_status grove__ot_query_radius_cuda(grove_ctx *ctx, const grove_octree *t,
 grove_status grove__ot_count_cells_cuda(grove_ctx *ctx, const uint32_t *d_q, size_t n, int depth,
                                         int aggregated, uint32_t *d_counts);
 
+/* Test and benchmark hook: how the CUDA build refines the Morton order below level 21 where a
+ * cloud needs it. 0 (default): runs of equal 63-bit keys of at most 32 points are sorted in
+ * place, run by run, and only a cloud with a longer run is sorted whole; 1: always the sort of
+ * everything. Both give the same tree. Not thread-safe; not for applications. */
+void grove__ot_refine_mode(int mode);
+
 #ifdef __cplusplus
 }
 #endif
