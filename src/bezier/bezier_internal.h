@@ -276,6 +276,45 @@ GROVE__BZ_FN void grove__bz_vertex(const float *cp, uint8_t degree, uint32_t i, 
     grove__bz_inner(cp, d, grove__bz_u(i, m), xy);
 }
 
+/* All m (>= 2) vertices of a curve into xy (2 m floats): grove__bz_vertex's values, with the
+ * parameter step and a quadratic's elevation computed once for the curve. */
+GROVE__BZ_FN void grove__bz_curve(const float *cp, uint8_t degree, uint32_t m, float *xy)
+{
+    const int d = grove__bz_degree(degree);
+    float c[8], b[4];
+    xy[0] = cp[0];
+    xy[1] = cp[1];
+    xy[2 * (m - 1)] = cp[2 * d];
+    xy[2 * (m - 1) + 1] = cp[2 * d + 1];
+    if (m <= 2) return;
+    const float r = grove__bz_step(m);
+    if (d == 1) {
+        for (uint32_t i = 1; i + 1 < m; i++) {
+            grove__bz_basis(1, GROVE__BZ_FMUL((float)i, r), b);
+            for (int a = 0; a < 2; a++)
+                xy[2 * i + a] =
+                    GROVE__BZ_FADD(GROVE__BZ_FMUL(b[0], cp[a]), GROVE__BZ_FMUL(b[1], cp[2 + a]));
+        }
+        return;
+    }
+    for (int a = 0; a < 2; a++) {
+        c[a] = cp[a];
+        if (d == 3) {
+            c[2 + a] = cp[2 + a];
+            c[4 + a] = cp[4 + a];
+            c[6 + a] = cp[6 + a];
+        } else {
+            grove__bz_elevate(cp[a], cp[2 + a], cp[4 + a], &c[2 + a], &c[4 + a]);
+            c[6 + a] = cp[4 + a];
+        }
+    }
+    for (uint32_t i = 1; i + 1 < m; i++) {
+        grove__bz_basis(3, GROVE__BZ_FMUL((float)i, r), b);
+        for (int a = 0; a < 2; a++)
+            xy[2 * i + a] = grove__bz_sum3(b, c[a], c[2 + a], c[4 + a], c[6 + a]);
+    }
+}
+
 #ifdef __cplusplus
 extern "C" {
 #endif
