@@ -112,15 +112,21 @@ GROVE__BZ_FN double grove__bz_curvature(const float *cp, int d)
         if (len == 0.0) {
             dist = grove__bz_hypot(ex, ey);
         } else {
+            /* |cross| only: the division by len comes once, below */
             const double a = GROVE__BZ_DMUL(ex, chy);
             const double b = GROVE__BZ_DMUL(ey, chx);
-            const double cr = GROVE__BZ_DSUB(a, b);
-            dist = GROVE__BZ_DDIV(fabs(cr), len);
+            dist = fabs(GROVE__BZ_DSUB(a, b));
         }
         /* written so that a NaN never wins (unvalidated device input) */
         if (dist > c) c = dist;
     }
-    return c;
+    if (len == 0.0) return c;
+    /* One division instead of one per inner point, with the same result: a correctly rounded
+     * division by len > 0 is monotone in the dividend, so the largest quotient is the quotient
+     * of the largest |cross|; a NaN or infinite len (unvalidated device input) gives 0 as the
+     * per-point quotients did. */
+    const double q = GROVE__BZ_DDIV(c, len);
+    return q > 0.0 ? q : 0.0;
 }
 
 /* M of the tolerance rule: the largest second difference of the control points. */
