@@ -15,7 +15,7 @@
  * curve ran thousands of times slower than the flat variant (docs/bezier-gpu.md).
  *
  * The group child runs 4 tiles a block (1024 threads, a tile group of 256 on each, with its own
- * named barrier; 103 KB of dynamic shared memory). A per-block probe (docs/bezier-gpu.md) found
+ * named barrier; 110 KB of dynamic shared memory). A per-block probe (docs/bezier-gpu.md) found
  * that a device-launched grid of the writer of a tile a block kept one block resident per SM on
  * average (the host launch of the same kernel 5), although the device runtime's own occupancy
  * query says 5 and the blocks do start 5 a SM at first; a block of 4 tiles keeps 4 tiles at work

@@ -248,8 +248,13 @@ GROVE__BZ_FN void grove__bz_inner(const float *cp, int d, float u, float *xy)
     float b[4];
     if (d == 1) {
         grove__bz_basis(1, u, b);
-        for (int a = 0; a < 2; a++)
-            xy[a] = GROVE__BZ_FADD(GROVE__BZ_FMUL(b[0], cp[a]), GROVE__BZ_FMUL(b[1], cp[2 + a]));
+        for (int a = 0; a < 2; a++) {
+            /* separate statements: a compiler that contracts within an expression (clang's
+             * default) must not fuse these */
+            const float t0 = GROVE__BZ_FMUL(b[0], cp[a]);
+            const float t1 = GROVE__BZ_FMUL(b[1], cp[2 + a]);
+            xy[a] = GROVE__BZ_FADD(t0, t1);
+        }
         return;
     }
     grove__bz_basis(3, u, b);
@@ -297,9 +302,11 @@ GROVE__BZ_FN void grove__bz_curve(const float *cp, uint8_t degree, uint32_t m, f
     if (d == 1) {
         for (uint32_t i = 1; i + 1 < m; i++) {
             grove__bz_basis(1, GROVE__BZ_FMUL((float)i, r), b);
-            for (int a = 0; a < 2; a++)
-                xy[2 * i + a] =
-                    GROVE__BZ_FADD(GROVE__BZ_FMUL(b[0], cp[a]), GROVE__BZ_FMUL(b[1], cp[2 + a]));
+            for (int a = 0; a < 2; a++) {
+                const float t0 = GROVE__BZ_FMUL(b[0], cp[a]);
+                const float t1 = GROVE__BZ_FMUL(b[1], cp[2 + a]);
+                xy[2 * i + a] = GROVE__BZ_FADD(t0, t1);
+            }
         }
         return;
     }
@@ -684,7 +691,7 @@ __device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 ca
         }
         prev += (int)(s.excl[b][kT - 1] + (uint32_t)__popc(s.flag[b][kV / 32 - 1] >> (32 - kPer)));
     }
-    /* the slow pass: a warp per curve that the table loop left and that is written here */
+    /* the slow pass: a warp per curve that the main loop left and that is written here */
 #pragma unroll
     for (int k = 0; k < kCPT; k++) {
         unsigned bal = __ballot_sync(0xffffffffu, (slow >> k) & 1u);
