@@ -162,6 +162,51 @@ static void eval(const float *p, int d, double u, double *x, double *y)
     *y = qy[0];
 }
 
+/* Vertex i of m as docs/bezier.md defines it, written out here from the document (not from the
+ * library's header), in float with every operation rounded on its own: the result must equal it
+ * bit for bit on every backend. */
+static void spec_vertex(const float *p, int d, uint32_t i, uint32_t m, float *x, float *y)
+{
+    const float r = 1.0f / (float)(m - 1);
+    const float u = (float)i * r;
+    const float v = 1.0f - u;
+    float q[8];
+    if (i == 0 || i + 1 == m) {
+        const int k = i == 0 ? 0 : d;
+        *x = p[2 * k];
+        *y = p[2 * k + 1];
+        return;
+    }
+    if (d == 1) {
+        const float ax = v * p[0], bx = u * p[2], ay = v * p[1], by = u * p[3];
+        *x = ax + bx;
+        *y = ay + by;
+        return;
+    }
+    for (int a = 0; a < 2; a++) {
+        q[a] = p[a];
+        if (d == 3) {
+            q[2 + a] = p[2 + a];
+            q[4 + a] = p[4 + a];
+            q[6 + a] = p[6 + a];
+        } else {
+            const float s = p[2 + a] * 0x1.555554p-1f;
+            q[2 + a] = fmaf(p[a], 0x1.555554p-2f, s);
+            q[4 + a] = fmaf(p[4 + a], 0x1.555554p-2f, s);
+            q[6 + a] = p[4 + a];
+        }
+    }
+    const float vv = v * v, uu = u * u, vvu = vv * u, vuu = v * uu;
+    const float b0 = vv * v, b1 = 3.0f * vvu, b2 = 3.0f * vuu, b3 = uu * u;
+    float o[2];
+    for (int a = 0; a < 2; a++) {
+        const float t0 = b0 * q[a];
+        o[a] = fmaf(b3, q[6 + a], fmaf(b2, q[4 + a], fmaf(b1, q[2 + a], t0)));
+    }
+    *x = o[0];
+    *y = o[1];
+}
+
 /* Checks layout, counts, vertices and stats of one result; returns the failures it found. */
 static int check(const char *what, const grove_curves *in, const grove_bezier_opts *o,
                  const grove_polylines *pl, const grove_bezier_stats *st)
@@ -192,6 +237,18 @@ static int check(const char *what, const grove_curves *in, const grove_bezier_op
             FAIL("%s: curve %zu: end points (%.9g %.9g)..(%.9g %.9g) are not P0, P%d", what, c,
                  v[0], v[1], v[2 * (m - 1)], v[2 * m - 1], d);
             bad++;
+        }
+        for (uint64_t i = 0; i < m; i++) {
+            float sx, sy;
+            spec_vertex(p, d, (uint32_t)i, (uint32_t)m, &sx, &sy);
+            if (memcmp(&sx, v + 2 * i, 4) || memcmp(&sy, v + 2 * i + 1, 4)) {
+                FAIL("%s: curve %zu (degree %d) vertex %llu of %llu: (%.9g, %.9g), the "
+                     "documented arithmetic gives (%.9g, %.9g)",
+                     what, c, d, (unsigned long long)i, (unsigned long long)m, v[2 * i],
+                     v[2 * i + 1], sx, sy);
+                bad++;
+                break;
+            }
         }
         double mag = 0;
         for (int k = 0; k < 2 * (d + 1); k++) mag = fmax(mag, fabs((double)p[k]));

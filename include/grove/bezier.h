@@ -3,10 +3,11 @@
  * polyline per curve, on the CPU or the GPU; curve files (text, SVG paths) in, CSV and SVG out.
  *
  * A curve of degree d (1, 2 or 3) has d + 1 control points P0..Pd. It is tessellated into
- * m >= 2 vertices at the parameters u_i = i / (m - 1), i = 0..m-1: vertex 0 is P0 and vertex
- * m-1 is Pd exactly; the vertices between are B(u_i) evaluated in float in the Bernstein form
- * (docs/bezier.md gives the exact operation order). Every backend and variant performs the same
- * IEEE operations without fused multiply-adds, so the CPU and the GPU give the same bytes.
+ * m >= 2 vertices at the parameters u_i = i / (m - 1), i = 0..m-1 (in float: i times the
+ * rounded 1 / (m - 1)): vertex 0 is P0 and vertex m-1 is Pd exactly; the vertices between are
+ * B(u_i) evaluated in float in the Bernstein form, a quadratic through its elevation to a cubic
+ * (docs/bezier.md gives the exact operations). Every backend and variant performs the same IEEE
+ * operations, its fused multiply-adds written out, so the CPU and the GPU give the same bytes.
  *
  * The vertex count m of a curve (docs/bezier.md has the exact arithmetic, done in double):
  *   GROVE_BEZIER_CURVATURE (the classic heuristic): c = the largest distance of an inner control

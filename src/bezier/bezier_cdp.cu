@@ -15,7 +15,7 @@
  * curve ran thousands of times slower than the flat variant (docs/bezier-gpu.md).
  *
  * The group child runs 4 tiles a block (1024 threads, a tile group of 256 on each, with its own
- * named barrier; 103 KB of dynamic shared memory). A per-block probe (docs/bezier-gpu.md) found
+ * named barrier; 110 KB of dynamic shared memory). A per-block probe (docs/bezier-gpu.md) found
  * that a device-launched grid of the writer of a tile a block kept one block resident per SM on
  * average (the host launch of the same kernel 5), although the device runtime's own occupancy
  * query says 5 and the blocks do start 5 a SM at first; a block of 4 tiles keeps 4 tiles at work
@@ -74,21 +74,18 @@ __device__ __forceinline__ unsigned smid()
 
 /* One tile of a group child: curves [c0, c0 + C) with their offsets from off. */
 template <bool kAligned, int kPer, bool kNamed>
-__device__ __forceinline__ void
-group_tile(TileSmem &s, BasisSmem *fill, const float4 *bt, const float *__restrict__ cp,
-           const uint8_t *__restrict__ deg, const u64 *__restrict__ off, u64 c0, int C,
-           uint32_t big, int bm, float *__restrict__ xy, u64 *rec)
+__device__ __forceinline__ void group_tile(TileSmem &s, const float *__restrict__ cp,
+                                           const uint8_t *__restrict__ deg,
+                                           const u64 *__restrict__ off, u64 c0, int C, uint32_t big,
+                                           float *__restrict__ xy, u64 *rec)
 {
     const unsigned t = tile_tid();
     const u64 t0 = rec ? gtimer() : 0;
     const u64 vbase = off[c0];
-    tile_stage(s, fill, cp, deg, c0, C, bm);
+    tile_stage(s, cp, deg, c0, C);
     for (int j = (int)t; j <= C; j += kT) s.off[j] = (uint32_t)(off[c0 + j] - vbase);
-    if (kNamed)
-        __syncthreads(); /* the block's shared basis table too */
-    else
-        tile_sync<false>();
-    tile_write<kAligned, kPer, kNamed>(s, bt, C, vbase, ~0ull, big, bm, xy);
+    tile_sync<kNamed>();
+    tile_write<kAligned, kPer, kNamed>(s, C, vbase, ~0ull, big, xy);
     if (rec && t == 0) {
         u64 *r = rec + 16 + 4 * (c0 / kC);
         r[0] = smid();
@@ -101,50 +98,44 @@ group_tile(TileSmem &s, BasisSmem *fill, const float4 *bt, const float *__restri
 template <bool kAligned, int kPer>
 __global__ void __launch_bounds__(kT, 5)
     bz_group(const float *__restrict__ cp, const uint8_t *__restrict__ deg,
-             const u64 *__restrict__ off, u64 g0, u64 cnt, uint32_t big, int bm,
-             float *__restrict__ xy, u64 *rec)
+             const u64 *__restrict__ off, u64 g0, u64 cnt, uint32_t big, float *__restrict__ xy,
+             u64 *rec)
 {
     __shared__ TileSmem s;
-    __shared__ BasisSmem B;
     const u64 c0 = g0 + (u64)blockIdx.x * kC;
     const int C = g0 + cnt - c0 < (u64)kC ? (int)(g0 + cnt - c0) : kC;
-    group_tile<kAligned, kPer, false>(s, &B, B.bt, cp, deg, off, c0, C, big, bm, xy, rec);
+    group_tile<kAligned, kPer, false>(s, cp, deg, off, c0, C, big, xy, rec);
 }
 
-/* The group child of kQ tiles a block (kQ x 256 threads, dynamic shared memory: one basis table
- * and kQ tiles): each tile group of 256 threads runs the tile writer on its own tile with its
- * own named barrier, so one resident block holds kQ tiles. */
+/* The group child of kQ tiles a block (kQ x 256 threads, dynamic shared memory: kQ tiles): each
+ * tile group of 256 threads runs the tile writer on its own tile with its own named barrier, so
+ * one resident block holds kQ tiles. */
 constexpr int kQ = 4;
 template <bool kAligned, int kPer>
 __global__ void __launch_bounds__(kQ *kT, 1)
     bz_group_q(const float *__restrict__ cp, const uint8_t *__restrict__ deg,
-               const u64 *__restrict__ off, u64 g0, u64 cnt, uint32_t big, int bm,
-               float *__restrict__ xy, u64 *rec)
+               const u64 *__restrict__ off, u64 g0, u64 cnt, uint32_t big, float *__restrict__ xy,
+               u64 *rec)
 {
     extern __shared__ __align__(16) unsigned char dyn[];
-    BasisSmem &B = *reinterpret_cast<BasisSmem *>(dyn);
     const unsigned q = threadIdx.x / kT;
-    TileSmem &s = reinterpret_cast<TileSmem *>(dyn + sizeof(BasisSmem))[q];
-    basis_fill(B, bm, (int)threadIdx.x, kQ * kT);
+    TileSmem &s = reinterpret_cast<TileSmem *>(dyn)[q];
     const u64 c0 = g0 + ((u64)blockIdx.x * kQ + q) * kC;
     const int C = c0 >= g0 + cnt ? 0 : (g0 + cnt - c0 < (u64)kC ? (int)(g0 + cnt - c0) : kC);
-    if (C == 0) {
-        __syncthreads(); /* the others' barrier after the basis fill */
-        return;
-    }
-    group_tile<kAligned, kPer, true>(s, nullptr, B.bt, cp, deg, off, c0, C, big, bm, xy, rec);
+    if (C == 0) return; /* the tile groups share no barrier */
+    group_tile<kAligned, kPer, true>(s, cp, deg, off, c0, C, big, xy, rec);
 }
 
 /* The child variants (grove__bz_cdp_mode): a tile a block (bz_group, the child before session
  * 8) or kQ tiles a block (bz_group_q, the default). */
 enum { CDP_TILE = 1, CDP_QUAD = 2 };
-constexpr size_t kQuadBytes = sizeof(BasisSmem) + kQ * sizeof(TileSmem);
+constexpr size_t kQuadBytes = kQ * sizeof(TileSmem);
 
 /* Launches the group child for curves [c, c + cnt); returns the launch error. */
 template <bool kAligned>
 __device__ __forceinline__ cudaError_t launch_group(const float *cp, const uint8_t *deg,
                                                     const u64 *off, u64 c, u64 cnt, uint32_t big,
-                                                    int bm, int k8, int mode, float *xy, u64 *rec)
+                                                    int k8, int mode, float *xy, u64 *rec)
 {
     const unsigned g = (unsigned)((cnt + kC - 1) / kC);
     cudaStream_t fs = cudaStreamFireAndForget;
@@ -152,14 +143,14 @@ __device__ __forceinline__ cudaError_t launch_group(const float *cp, const uint8
         const unsigned gq = (g + kQ - 1) / kQ;
         if (k8)
             bz_group_q<kAligned, 8>
-                <<<gq, kQ * kT, kQuadBytes, fs>>>(cp, deg, off, c, cnt, big, bm, xy, rec);
+                <<<gq, kQ * kT, kQuadBytes, fs>>>(cp, deg, off, c, cnt, big, xy, rec);
         else
             bz_group_q<kAligned, 16>
-                <<<gq, kQ * kT, kQuadBytes, fs>>>(cp, deg, off, c, cnt, big, bm, xy, rec);
+                <<<gq, kQ * kT, kQuadBytes, fs>>>(cp, deg, off, c, cnt, big, xy, rec);
     } else if (k8) {
-        bz_group<kAligned, 8><<<g, kT, 0, fs>>>(cp, deg, off, c, cnt, big, bm, xy, rec);
+        bz_group<kAligned, 8><<<g, kT, 0, fs>>>(cp, deg, off, c, cnt, big, xy, rec);
     } else {
-        bz_group<kAligned, 16><<<g, kT, 0, fs>>>(cp, deg, off, c, cnt, big, bm, xy, rec);
+        bz_group<kAligned, 16><<<g, kT, 0, fs>>>(cp, deg, off, c, cnt, big, xy, rec);
     }
     return cudaGetLastError();
 }
@@ -204,16 +195,16 @@ template <bool kAligned> __device__ void probe_header(int k8, int mode, u64 *rec
 template <bool kAligned>
 __global__ void __launch_bounds__(kParentT)
     bz_parent_groups(const float *__restrict__ cp, const uint8_t *__restrict__ deg,
-                     const u64 *__restrict__ off, u64 first, u64 count, u64 group, int bm, int k8,
-                     int mode, float *xy, u64 *st, u64 *rec)
+                     const u64 *__restrict__ off, u64 first, u64 count, u64 group, int k8, int mode,
+                     float *xy, u64 *st, u64 *rec)
 {
     const u64 k = (u64)blockIdx.x * kParentT + threadIdx.x;
     bool ok = false;
     if (rec && k == 0) probe_header<kAligned>(k8, mode, rec);
     if (k < (count + group - 1) / group) {
         const u64 j = k * group, cnt = count - j < group ? count - j : group;
-        const cudaError_t e = launch_group<kAligned>(cp, deg, off, first + j, cnt, 0xffffffffu, bm,
-                                                     k8, mode, xy, rec);
+        const cudaError_t e =
+            launch_group<kAligned>(cp, deg, off, first + j, cnt, 0xffffffffu, k8, mode, xy, rec);
         ok = e == cudaSuccess;
         if (!ok) launch_failed(st, e);
     }
@@ -226,8 +217,8 @@ __global__ void __launch_bounds__(kParentT)
 template <bool kAligned>
 __global__ void __launch_bounds__(kParentT)
     bz_parent(const float *__restrict__ cp, const uint8_t *__restrict__ deg,
-              const u64 *__restrict__ off, u64 first, u64 count, u64 group, uint32_t big, int bm,
-              int k8, int mode, float *xy, u64 *st, u64 *rec)
+              const u64 *__restrict__ off, u64 first, u64 count, u64 group, uint32_t big, int k8,
+              int mode, float *xy, u64 *st, u64 *rec)
 {
     const u64 j = (u64)blockIdx.x * kParentT + threadIdx.x;
     bool ok = false, tried_big = false;
@@ -237,7 +228,7 @@ __global__ void __launch_bounds__(kParentT)
         if (j % group == 0) {
             const u64 cnt = count - j < group ? count - j : group;
             const cudaError_t e =
-                launch_group<kAligned>(cp, deg, off, c, cnt, big, bm, k8, mode, xy, rec);
+                launch_group<kAligned>(cp, deg, off, c, cnt, big, k8, mode, xy, rec);
             ok = e == cudaSuccess;
             if (!ok) launch_failed(st, e);
         }
@@ -296,10 +287,9 @@ extern "C" cudaError_t grove__bz_cdp_prepare(void)
  * rec: the probe's records or nullptr. */
 extern "C" cudaError_t grove__bz_cdp_launch(const float *d_cp, const uint8_t *d_degree,
                                             const uint64_t *d_offsets, uint64_t first,
-                                            uint64_t count, uint64_t group, uint32_t big, int bm,
-                                            int k8, int mode, float *d_xy,
-                                            unsigned long long *d_state, unsigned long long *rec,
-                                            cudaStream_t stream)
+                                            uint64_t count, uint64_t group, uint32_t big, int k8,
+                                            int mode, float *d_xy, unsigned long long *d_state,
+                                            unsigned long long *rec, cudaStream_t stream)
 {
     if (count == 0) return cudaSuccess;
     const u64 blocks = (count + kParentT - 1) / kParentT;
@@ -312,17 +302,17 @@ extern "C" cudaError_t grove__bz_cdp_launch(const float *d_cp, const uint8_t *d_
         const u64 ng = (count + group - 1) / group;
         const unsigned gb = (unsigned)((ng + kParentT - 1) / kParentT);
         if (al)
-            bz_parent_groups<true><<<gb, kParentT, 0, stream>>>(
-                d_cp, d_degree, off, first, count, group, bm, k8, mode, d_xy, d_state, r);
+            bz_parent_groups<true><<<gb, kParentT, 0, stream>>>(d_cp, d_degree, off, first, count,
+                                                                group, k8, mode, d_xy, d_state, r);
         else
-            bz_parent_groups<false><<<gb, kParentT, 0, stream>>>(
-                d_cp, d_degree, off, first, count, group, bm, k8, mode, d_xy, d_state, r);
+            bz_parent_groups<false><<<gb, kParentT, 0, stream>>>(d_cp, d_degree, off, first, count,
+                                                                 group, k8, mode, d_xy, d_state, r);
     } else if (al) {
         bz_parent<true><<<(unsigned)blocks, kParentT, 0, stream>>>(
-            d_cp, d_degree, off, first, count, group, big, bm, k8, mode, d_xy, d_state, r);
+            d_cp, d_degree, off, first, count, group, big, k8, mode, d_xy, d_state, r);
     } else {
         bz_parent<false><<<(unsigned)blocks, kParentT, 0, stream>>>(
-            d_cp, d_degree, off, first, count, group, big, bm, k8, mode, d_xy, d_state, r);
+            d_cp, d_degree, off, first, count, group, big, k8, mode, d_xy, d_state, r);
     }
     return cudaGetLastError();
 }
@@ -330,8 +320,8 @@ extern "C" cudaError_t grove__bz_cdp_launch(const float *d_cp, const uint8_t *d_
 /* The probe's reference: the group child of `mode` launched from the host over all n curves as
  * one grid (aligned output, chunks of 16), records into rec + 16 on. */
 extern "C" cudaError_t grove__bz_cdp_host_child(const float *d_cp, const uint8_t *d_degree,
-                                                const uint64_t *d_offsets, uint64_t n, int bm,
-                                                int mode, float *d_xy, unsigned long long *rec,
+                                                const uint64_t *d_offsets, uint64_t n, int mode,
+                                                float *d_xy, unsigned long long *rec,
                                                 cudaStream_t stream)
 {
     if (n == 0) return cudaSuccess;
@@ -340,10 +330,9 @@ extern "C" cudaError_t grove__bz_cdp_host_child(const float *d_cp, const uint8_t
     const unsigned g = (unsigned)((n + kC - 1) / kC);
     if (mode == CDP_QUAD)
         bz_group_q<true, 16><<<(g + kQ - 1) / kQ, kQ * kT, kQuadBytes, stream>>>(
-            d_cp, d_degree, off, 0, n, 0xffffffffu, bm, d_xy, r);
+            d_cp, d_degree, off, 0, n, 0xffffffffu, d_xy, r);
     else
-        bz_group<true, 16>
-            <<<g, kT, 0, stream>>>(d_cp, d_degree, off, 0, n, 0xffffffffu, bm, d_xy, r);
+        bz_group<true, 16><<<g, kT, 0, stream>>>(d_cp, d_degree, off, 0, n, 0xffffffffu, d_xy, r);
     return cudaGetLastError();
 }
 

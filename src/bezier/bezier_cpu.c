@@ -8,6 +8,31 @@
 
 #include "bezier_internal.h"
 
+/* The vertices of curves [c0, c1). The vertex sums are fmaf calls: where the CPU has fused
+ * multiply-add instructions a clone compiled for them runs instead (the same bytes: fmaf is
+ * correctly rounded either way, and ISO C mode contracts nothing else), about 2.5x faster than
+ * the library call. */
+#define GROVE__BZ_WRITE_CURVES                                                                     \
+    for (size_t c = c0; c < c1; c++)                                                               \
+        grove__bz_curve(in->cp + 8 * c, in->degree[c], (uint32_t)(off[c + 1] - off[c]),           \
+                        xy + 2 * off[c]);
+
+static void write_curves(const grove_curves *in, const uint64_t *off, float *xy, size_t c0,
+                         size_t c1)
+{
+    GROVE__BZ_WRITE_CURVES
+}
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define GROVE__BZ_FMA_CLONE 1
+__attribute__((target("fma"))) static void write_curves_fma(const grove_curves *in,
+                                                             const uint64_t *off, float *xy,
+                                                             size_t c0, size_t c1)
+{
+    GROVE__BZ_WRITE_CURVES
+}
+#endif
+
 grove_status grove__bz_tessellate_cpu(grove_ctx *ctx, const grove_curves *in,
                                       const grove_bezier_opts *o, grove_polylines *out,
                                       grove_bezier_stats *stats)
@@ -43,14 +68,23 @@ grove_status grove__bz_tessellate_cpu(grove_ctx *ctx, const grove_curves *in,
                                 "grove_bezier_tessellate: out of memory for %llu vertices",
                                 (unsigned long long)total);
         out->xy = xy;
+        int fma = 0;
+#ifdef GROVE__BZ_FMA_CLONE
+        fma = __builtin_cpu_supports("fma");
+#endif
         /* curves have 2..4096 vertices: dynamic chunks keep the threads even */
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1024)
-        for (c = 0; c < (long long)n; c++) {
-            const float *cp = in->cp + 8 * (size_t)c;
-            const uint64_t b = off[c];
-            const uint32_t m = (uint32_t)(off[c + 1] - b);
-            for (uint32_t i = 0; i < m; i++)
-                grove__bz_vertex(cp, in->degree[c], i, m, xy + 2 * (b + i));
+        const long long chunk = 1024, nchunks = ((long long)n + chunk - 1) / chunk;
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+        for (c = 0; c < nchunks; c++) {
+            const size_t c0 = (size_t)(c * chunk);
+            const size_t c1 = c0 + (size_t)chunk < n ? c0 + (size_t)chunk : n;
+#ifdef GROVE__BZ_FMA_CLONE
+            if (fma) {
+                write_curves_fma(in, off, xy, c0, c1);
+                continue;
+            }
+#endif
+            write_curves(in, off, xy, c0, c1);
         }
     }
     if (stats) {

@@ -29,10 +29,9 @@
 
 extern "C" cudaError_t grove__bz_cdp_launch(const float *d_cp, const uint8_t *d_degree,
                                             const uint64_t *d_offsets, uint64_t first,
-                                            uint64_t count, uint64_t group, uint32_t big, int bm,
-                                            int k8, int mode, float *d_xy,
-                                            unsigned long long *d_state, unsigned long long *rec,
-                                            cudaStream_t stream);
+                                            uint64_t count, uint64_t group, uint32_t big, int k8,
+                                            int mode, float *d_xy, unsigned long long *d_state,
+                                            unsigned long long *rec, cudaStream_t stream);
 extern "C" cudaError_t grove__bz_cdp_prepare(void);
 
 namespace
@@ -104,16 +103,15 @@ struct FusedSmem {
  * that they arrive while this tile is written. */
 template <bool kAligned, int kPer>
 __device__ __forceinline__ void
-fused_tile(TileSmem &s, BasisSmem *fill, const float4 *bt, FusedSmem &f, int id, int nb, bool next,
-           const float *__restrict__ cp, const uint8_t *__restrict__ deg, u64 n, u64 ntiles,
-           const grove__bz_rule &r, u64 *__restrict__ off, float *__restrict__ xy, u64 cap,
-           uint32_t *counter, grove_lb::TileState<u64> ts, u64 *__restrict__ st)
+fused_tile(TileSmem &s, FusedSmem &f, int id, int nb, bool next, const float *__restrict__ cp,
+           const uint8_t *__restrict__ deg, u64 n, u64 ntiles, const grove__bz_rule &r,
+           u64 *__restrict__ off, float *__restrict__ xy, u64 cap, uint32_t *counter,
+           grove_lb::TileState<u64> ts, u64 *__restrict__ st)
 {
     const unsigned t = threadIdx.x, lane = t & 31u, w = t >> 5;
-    const int bm = r.max_points < kBM ? r.max_points : kBM;
     const u64 c0 = (u64)id * kC;
     const int C = n - c0 < (u64)kC ? (int)(n - c0) : kC;
-    tile_stage(s, fill, cp, deg, c0, C, bm);
+    tile_stage(s, cp, deg, c0, C);
     __syncthreads();
     /* thread t counts curves t and t + kT: a lane stride of one curve (32 bytes), where curves
      * 2t and 2t + 1 had the count's 8-byte loads at a 64-byte stride (twice the bank
@@ -198,7 +196,7 @@ fused_tile(TileSmem &s, BasisSmem *fill, const float4 *bt, FusedSmem &f, int id,
         off[n] = vbase + agg;
         st[S_TOTAL] = vbase + agg;
     }
-    tile_write<kAligned, kPer>(s, bt, C, vbase, cap, 0xffffffffu, bm, xy);
+    tile_write<kAligned, kPer>(s, C, vbase, cap, 0xffffffffu, xy);
 }
 
 /* The single pass, a block a tile: a block takes the next tile id (so tile i only ever waits for
@@ -211,13 +209,12 @@ __global__ void __launch_bounds__(kT, 5)
              grove_lb::TileState<u64> ts, u64 *__restrict__ st)
 {
     __shared__ TileSmem s;
-    __shared__ BasisSmem B;
     __shared__ FusedSmem f;
     if (threadIdx.x == 0) f.id[0] = (int)atomicAdd(counter, 1u);
     __syncthreads();
     const u64 ntiles = (n + kC - 1) / kC;
-    fused_tile<kAligned, kPer>(s, cap ? &B : nullptr, B.bt, f, f.id[0], 1, false, cp, deg, n,
-                               ntiles, r, off, xy, cap, counter, ts, st);
+    fused_tile<kAligned, kPer>(s, f, f.id[0], 1, false, cp, deg, n, ntiles, r, off, xy, cap,
+                               counter, ts, st);
 }
 
 /* The single pass with persistent blocks (as many as fit at once): a block fills the basis table
@@ -233,16 +230,14 @@ __global__ void __launch_bounds__(kT, 5)
                      int early, u64 *hs_map)
 {
     __shared__ TileSmem s;
-    __shared__ BasisSmem B;
     __shared__ FusedSmem f;
     const u64 ntiles = (n + kC - 1) / kC;
     if (threadIdx.x == 0) f.id[0] = (int)atomicAdd(counter, 1u);
-    if (cap) basis_fill(B, r.max_points < kBM ? r.max_points : kBM, (int)threadIdx.x, kT);
     __syncthreads();
     int cur = 0;
     for (int id = f.id[0]; (u64)id < ntiles;) {
-        fused_tile<kAligned, kPer>(s, nullptr, B.bt, f, id, cur ^ 1, early != 0, cp, deg, n, ntiles,
-                                   r, off, xy, cap, counter, ts, st);
+        fused_tile<kAligned, kPer>(s, f, id, cur ^ 1, early != 0, cp, deg, n, ntiles, r, off, xy,
+                                   cap, counter, ts, st);
         if (!early && threadIdx.x == 0) f.id[cur ^ 1] = (int)atomicAdd(counter, 1u);
         /* the tile's shared memory is read until here; f.id[cur ^ 1] is written before */
         __syncthreads();
@@ -468,7 +463,6 @@ grove_status write_cdp(Scratch &S, const float *d_cp, const uint8_t *d_deg, size
                        size_t chunk, u64 *groups)
 {
     grove_ctx *ctx = S.ctx;
-    const int bm = o->max_points < kBM ? o->max_points : kBM;
     const int mode = g_cdp_mode ? g_cdp_mode : kCdpDefault;
     *groups = 0;
     for (size_t c = 0; c < n; c += chunk) {
@@ -477,7 +471,7 @@ grove_status write_cdp(Scratch &S, const float *d_cp, const uint8_t *d_deg, size
          * children, so at most one chunk's child launches are ever pending. */
         cudaError_t e =
             grove__bz_cdp_launch(d_cp, d_deg, reinterpret_cast<const uint64_t *>(d_off), c, cnt,
-                                 p.group, p.big, bm, g_k8, mode, d_xy, S.st, g_cdp_rec, S.s);
+                                 p.group, p.big, g_k8, mode, d_xy, S.st, g_cdp_rec, S.s);
         if (e != cudaSuccess)
             return grove__cuda_status(ctx, (int)e, "bezier (cdp): launching the parent kernel");
         *groups += (cnt + p.group - 1) / p.group;

@@ -4,11 +4,12 @@
  * from C and CUDA, so that every backend and variant performs literally the same IEEE operations;
  * input validation; the backends' entry points; the CUDA tile writer (under __CUDACC__).
  *
- * No multiply-add may be contracted into an FMA, or the CPU and the GPU would round differently.
- * Every statement below does one rounded operation; on the device the _rn intrinsics (which nvcc
- * never contracts) make that explicit. Host C is compiled as ISO C11 (-std=c11), where GCC does not
- * contract across statements (-ffp-contract=off is its default in ISO mode), and the x86-64
- * baseline has no FMA instruction anyway.
+ * No multiply-add may be contracted into an FMA implicitly, or the CPU and the GPU would round
+ * differently: every statement below does one rounded operation, and the fused multiply-adds of
+ * the vertex sums are written out (fmaf on the host, correctly rounded in C99 whatever the CPU;
+ * __fmaf_rn on the device). On the device the _rn intrinsics (which nvcc never contracts) make
+ * that explicit. Host C is compiled as ISO C11 (-std=c11), where GCC does not contract across
+ * statements (-ffp-contract=off is its default in ISO mode).
  *
  * The count rules (bezier.h), in double:
  *   curvature: c = max over the inner control points Pi of |e_i x ch| / |ch|, ch = Pd - P0,
@@ -18,11 +19,13 @@
  *     1..max_points-1 with (k * M) / (8 * s * s) <= tolerance (each operation rounded once;
  *     the test is monotone in s, found by bisection); m = s + 1, or max_points (capped) when no
  *     such s exists.
- * The vertex evaluation (float): u = (float)i / (float)(m - 1), v = 1 - u, and the Bernstein
- *   basis summed left to right: degree 1: v x0 + u x1; degree 2: b0 = v v, b1 = (u v) + (u v),
- *   b2 = u u, (b0 x0 + b1 x1) + b2 x2; degree 3: b0 = (v v) v, b1 = 3 ((v v) u),
- *   b2 = 3 (v (u u)), b3 = (u u) u, ((b0 x0 + b1 x1) + b2 x2) + b3 x3. Vertex 0 is P0 and
- *   vertex m-1 is Pd, copied.
+ * The vertex evaluation (float): r = 1 / (float)(m - 1) (once a curve), u = (float)i * r,
+ *   v = 1 - u. Degree 1: v x0 + u x1, each product and the sum rounded. Degree 3: the Bernstein
+ *   basis b0 = (v v) v, b1 = 3 ((v v) u), b2 = 3 (v (u u)), b3 = (u u) u, summed with fused
+ *   multiply-adds: fma(b3, x3, fma(b2, x2, fma(b1, x1, b0 x0))). Degree 2 is evaluated as the
+ *   cubic of its degree elevation: Q0 = P0, Q1 = fma(P0, t, P1 * s), Q2 = fma(P2, t, P1 * s),
+ *   Q3 = P2, with t = 1/3 and s = 2/3 rounded down to float (so that t + s < 1 and nothing
+ *   overflows). Vertex 0 is P0 and vertex m-1 is Pd, copied.
  */
 #ifndef GROVE_BEZIER_INTERNAL_H
 #define GROVE_BEZIER_INTERNAL_H
@@ -51,7 +54,9 @@
 #define GROVE__BZ_DSUB(a, b) __dsub_rn((a), (b))
 #define GROVE__BZ_DDIV(a, b) __ddiv_rn((a), (b))
 #define GROVE__BZ_DSQRT(a) __dsqrt_rn(a)
+#define GROVE__BZ_FMA(a, b, c) __fmaf_rn((a), (b), (c))
 #else
+#define GROVE__BZ_FMA(a, b, c) fmaf((a), (b), (c))
 #define GROVE__BZ_FMUL(a, b) ((float)((a) * (b)))
 #define GROVE__BZ_FADD(a, b) ((float)((a) + (b)))
 #define GROVE__BZ_FSUB(a, b) ((float)((a) - (b)))
@@ -107,15 +112,21 @@ GROVE__BZ_FN double grove__bz_curvature(const float *cp, int d)
         if (len == 0.0) {
             dist = grove__bz_hypot(ex, ey);
         } else {
+            /* |cross| only: the division by len comes once, below */
             const double a = GROVE__BZ_DMUL(ex, chy);
             const double b = GROVE__BZ_DMUL(ey, chx);
-            const double cr = GROVE__BZ_DSUB(a, b);
-            dist = GROVE__BZ_DDIV(fabs(cr), len);
+            dist = fabs(GROVE__BZ_DSUB(a, b));
         }
         /* written so that a NaN never wins (unvalidated device input) */
         if (dist > c) c = dist;
     }
-    return c;
+    if (len == 0.0) return c;
+    /* One division instead of one per inner point, with the same result: a correctly rounded
+     * division by len > 0 is monotone in the dividend, so the largest quotient is the quotient
+     * of the largest |cross|; a NaN or infinite len (unvalidated device input) gives 0 as the
+     * per-point quotients did. */
+    const double q = GROVE__BZ_DDIV(c, len);
+    return q > 0.0 ? q : 0.0;
 }
 
 /* M of the tolerance rule: the largest second difference of the control points. */
@@ -183,14 +194,16 @@ GROVE__BZ_FN grove__bz_count grove__bz_count_curve(const float *cp, uint8_t degr
     }
 }
 
-/* The parameter of inner vertex i of m. */
+/* The parameter step of a curve of m vertices, and the parameter of inner vertex i. */
+GROVE__BZ_FN float grove__bz_step(uint32_t m) { return GROVE__BZ_FDIV(1.0f, (float)(m - 1)); }
+
 GROVE__BZ_FN float grove__bz_u(uint32_t i, uint32_t m)
 {
-    return GROVE__BZ_FDIV((float)i, (float)(m - 1));
+    return GROVE__BZ_FMUL((float)i, grove__bz_step(m));
 }
 
-/* The Bernstein basis of degree d (1..3) at parameter u into b[0..3] (unused entries 0). The
- * CUDA writer tables it per (degree, m, i); this function is the only place it is computed. */
+/* The Bernstein basis of degree d (1 or 3) at parameter u into b[0..3] (unused entries 0); this
+ * function is the only place it is computed (degree 2 goes through its elevation). */
 GROVE__BZ_FN void grove__bz_basis(int d, float u, float *b)
 {
     const float v = GROVE__BZ_FSUB(1.0f, u);
@@ -199,11 +212,6 @@ GROVE__BZ_FN void grove__bz_basis(int d, float u, float *b)
     if (d == 1) {
         b[0] = v;
         b[1] = u;
-    } else if (d == 2) {
-        const float uv = GROVE__BZ_FMUL(u, v);
-        b[0] = GROVE__BZ_FMUL(v, v);
-        b[1] = GROVE__BZ_FADD(uv, uv);
-        b[2] = GROVE__BZ_FMUL(u, u);
     } else {
         const float vv = GROVE__BZ_FMUL(v, v);
         const float uu = GROVE__BZ_FMUL(u, u);
@@ -216,31 +224,49 @@ GROVE__BZ_FN void grove__bz_basis(int d, float u, float *b)
     }
 }
 
-/* Coordinate a (0: x, 1: y) of the point with basis b on a curve of degree d (1..3): the terms
- * summed left to right. */
-GROVE__BZ_FN float grove__bz_sum(const float *cp, int d, const float *b, int a)
+/* One coordinate of the cubic with control coordinates x0..x3 at basis b. */
+GROVE__BZ_FN float grove__bz_sum3(const float *b, float x0, float x1, float x2, float x3)
 {
-    const float t0 = GROVE__BZ_FMUL(b[0], cp[a]);
-    const float t1 = GROVE__BZ_FMUL(b[1], cp[2 + a]);
-    float acc = GROVE__BZ_FADD(t0, t1);
-    if (d >= 2) {
-        const float t2 = GROVE__BZ_FMUL(b[2], cp[4 + a]);
-        acc = GROVE__BZ_FADD(acc, t2);
-    }
-    if (d == 3) {
-        const float t3 = GROVE__BZ_FMUL(b[3], cp[6 + a]);
-        acc = GROVE__BZ_FADD(acc, t3);
-    }
-    return acc;
+    return GROVE__BZ_FMA(
+        b[3], x3, GROVE__BZ_FMA(b[2], x2, GROVE__BZ_FMA(b[1], x1, GROVE__BZ_FMUL(b[0], x0))));
+}
+
+/* The elevation's inner points (t = 1/3, s = 2/3, both rounded down): q1 = fma(p0, t, p1 s),
+ * q2 = fma(p2, t, p1 s), for one coordinate. */
+#define GROVE__BZ_THIRD 0x1.555554p-2f      /* 0.333333313..., below 1/3 */
+#define GROVE__BZ_TWO_THIRDS 0x1.555554p-1f /* 0.666666627..., below 2/3 */
+GROVE__BZ_FN void grove__bz_elevate(float p0, float p1, float p2, float *q1, float *q2)
+{
+    const float s1 = GROVE__BZ_FMUL(p1, GROVE__BZ_TWO_THIRDS);
+    *q1 = GROVE__BZ_FMA(p0, GROVE__BZ_THIRD, s1);
+    *q2 = GROVE__BZ_FMA(p2, GROVE__BZ_THIRD, s1);
 }
 
 /* An inner vertex of a curve of degree d (1..3) at parameter u; writes x, y to xy[0], xy[1]. */
 GROVE__BZ_FN void grove__bz_inner(const float *cp, int d, float u, float *xy)
 {
     float b[4];
-    grove__bz_basis(d, u, b);
-    xy[0] = grove__bz_sum(cp, d, b, 0);
-    xy[1] = grove__bz_sum(cp, d, b, 1);
+    if (d == 1) {
+        grove__bz_basis(1, u, b);
+        for (int a = 0; a < 2; a++) {
+            /* separate statements: a compiler that contracts within an expression (clang's
+             * default) must not fuse these */
+            const float t0 = GROVE__BZ_FMUL(b[0], cp[a]);
+            const float t1 = GROVE__BZ_FMUL(b[1], cp[2 + a]);
+            xy[a] = GROVE__BZ_FADD(t0, t1);
+        }
+        return;
+    }
+    grove__bz_basis(3, u, b);
+    for (int a = 0; a < 2; a++) {
+        if (d == 3) {
+            xy[a] = grove__bz_sum3(b, cp[a], cp[2 + a], cp[4 + a], cp[6 + a]);
+        } else {
+            float q1, q2;
+            grove__bz_elevate(cp[a], cp[2 + a], cp[4 + a], &q1, &q2);
+            xy[a] = grove__bz_sum3(b, cp[a], q1, q2, cp[4 + a]);
+        }
+    }
 }
 
 /* Vertex i (0 <= i < m, m >= 2) of a curve; writes x, y to xy[0], xy[1]. */
@@ -259,6 +285,47 @@ GROVE__BZ_FN void grove__bz_vertex(const float *cp, uint8_t degree, uint32_t i, 
         return;
     }
     grove__bz_inner(cp, d, grove__bz_u(i, m), xy);
+}
+
+/* All m (>= 2) vertices of a curve into xy (2 m floats): grove__bz_vertex's values, with the
+ * parameter step and a quadratic's elevation computed once for the curve. */
+GROVE__BZ_FN void grove__bz_curve(const float *cp, uint8_t degree, uint32_t m, float *xy)
+{
+    const int d = grove__bz_degree(degree);
+    float c[8], b[4];
+    xy[0] = cp[0];
+    xy[1] = cp[1];
+    xy[2 * (m - 1)] = cp[2 * d];
+    xy[2 * (m - 1) + 1] = cp[2 * d + 1];
+    if (m <= 2) return;
+    const float r = grove__bz_step(m);
+    if (d == 1) {
+        for (uint32_t i = 1; i + 1 < m; i++) {
+            grove__bz_basis(1, GROVE__BZ_FMUL((float)i, r), b);
+            for (int a = 0; a < 2; a++) {
+                const float t0 = GROVE__BZ_FMUL(b[0], cp[a]);
+                const float t1 = GROVE__BZ_FMUL(b[1], cp[2 + a]);
+                xy[2 * i + a] = GROVE__BZ_FADD(t0, t1);
+            }
+        }
+        return;
+    }
+    for (int a = 0; a < 2; a++) {
+        c[a] = cp[a];
+        if (d == 3) {
+            c[2 + a] = cp[2 + a];
+            c[4 + a] = cp[4 + a];
+            c[6 + a] = cp[6 + a];
+        } else {
+            grove__bz_elevate(cp[a], cp[2 + a], cp[4 + a], &c[2 + a], &c[4 + a]);
+            c[6 + a] = cp[4 + a];
+        }
+    }
+    for (uint32_t i = 1; i + 1 < m; i++) {
+        grove__bz_basis(3, GROVE__BZ_FMUL((float)i, r), b);
+        for (int a = 0; a < 2; a++)
+            xy[2 * i + a] = grove__bz_sum3(b, c[a], c[2 + a], c[4 + a], c[6 + a]);
+    }
 }
 
 #ifdef __cplusplus
@@ -294,10 +361,11 @@ grove_status grove__bz_tessellate_cpu(grove_ctx *ctx, const grove_curves *in,
  * a step (one 16-byte store). A chunk's slots find their curve without a search: every curve
  * starting in the chunk sets its slot's bit, and the curve of a slot is the curve of the chunk's
  * previous slot plus the number of bits up to it (a block-wide count, double-buffered so that a
- * chunk costs three barriers). The Bernstein basis of the inner vertices of quadratics and cubics
- * of up to kBM vertices is tabled per block, computed by grove__bz_basis from grove__bz_u, so a
- * vertex costs one shared load and the products and sums of grove__bz_sum, in the same order:
- * the bytes are the CPU's. */
+ * chunk costs three barriers). A vertex is computed in registers from its curve's staged control
+ * points and parameter step with grove__bz_inner's degree-3 operations, in the same order (a
+ * quadratic is elevated to a cubic in the staging first, as grove__bz_inner does): the bytes are
+ * the CPU's. (Until 2026-11-28 the basis was tabled per block, one 16-byte shared load a vertex;
+ * docs/bezier-gpu.md.) */
 namespace grove_bzk
 {
 
@@ -308,19 +376,10 @@ constexpr int kCPT = 2;       /* curves per thread */
 constexpr int kC = kT * kCPT; /* curves per tile */
 constexpr int kPerMax = 16;   /* vertices per thread and chunk: 8 or 16 (tile_write's kPer) */
 constexpr uint32_t kVMax = kT * kPerMax;
-constexpr int kBM = 32;                        /* the basis is tabled for 3 <= m <= kBM */
-constexpr int kBT = (kBM - 2) * (kBM - 1) / 2; /* entries per degree */
 
-/* Shared-memory layouts chosen against bank conflicts (ncu on the H200, 10^7 curves: 36% of the
- * shared-load wavefronts were conflicts, and L1 the busiest unit). Compile-time choices, so that
- * the variants can be timed against each other; every one gives the same bytes.
- * GROVE_BZ_BT_SWZ, the basis table: a 16-byte load is served a quarter warp at a time, and the
- * 8 lanes of a quarter read entries e0 + 2 l (and + 1) of a row, a 32-byte stride that puts
- * entries 8 apart in one bank group (2-way: 8.6 wavefronts a load measured, 4 the least).
- * 1: entry e stored at e ^ ((e >> 3) & 1), which moves every other group of 8 entries by one,
- * so that 8 lanes on one row read 8 different bank groups; lanes on two curves (a quarter
- * warp is 16 vertices, a curve 18 on average in the bench) still collide at random: 6.3
- * wavefronts a load by a model of the bench's curves. 16 bytes of padding. 0: plain.
+/* A shared-memory layout chosen against bank conflicts (ncu on the H200, 10^7 curves: 36% of the
+ * shared-load wavefronts were conflicts, and L1 the busiest unit). A compile-time choice, so that
+ * the variants can be timed against each other; both give the same bytes.
  * GROVE_BZ_CP_PAD, the staged control points: the count (fused_tile in bezier_cuda.cu) reads
  * its curves' points as 8-byte loads, one curve a lane; at a 32-byte lane stride a word at a
  * fixed offset of the curve falls in 4 of the 16 bank pairs (8 wavefronts where 2 carry the
@@ -330,9 +389,6 @@ constexpr int kBT = (kBM - 2) * (kBM - 1) / 2; /* entries per degree */
  * the writer 6 instructions a pair (the units of a curve and of the next) and 2 KB a tile.
  * 0: plain. The count's loads are a small share of the shared traffic (14% before either), so
  * the writer's instructions may weigh more: time both. */
-#ifndef GROVE_BZ_BT_SWZ
-#define GROVE_BZ_BT_SWZ 1
-#endif
 #ifndef GROVE_BZ_CP_PAD
 #define GROVE_BZ_CP_PAD 0
 #endif
@@ -349,30 +405,17 @@ constexpr int kCpUnits = cp_unit(kC + 1);
 /* State words in device memory (both .cu files use them). */
 enum { S_CAPPED = 0, S_FAILED, S_ERR, S_LAUNCHES, S_BIG, S_TOTAL, S_COUNT };
 
-/* One tile's staging; the basis table (BasisSmem) is apart, so that a block holding several tiles
- * (the cdp children of 4 tiles a block) or several tiles in turn (flat's persistent blocks)
- * fills it once. */
+/* One tile's staging. */
 struct TileSmem {
-    float4 cp[kCpUnits]; /* curve j at cp_unit(j), cp_unit(j) + 1 */
+    float4 cp[kCpUnits]; /* curve j at cp_unit(j), cp_unit(j) + 1; tile_write elevates the
+                          * quadratics it writes to cubics in place */
     uint2 rec[kC];       /* tile_write's record of each curve (kRecM and below) */
+    float step[kC];      /* tile_write: each written curve's parameter step, grove__bz_step */
     uint32_t off[kC + 1];
     uint32_t flag[2][kVMax / 32];
     uint32_t excl[2][kT];
     uint32_t wt[2][kT / 32];
     uint8_t deg[kC + 1]; /* deg[C] is read, never used, by tile_write's records */
-};
-
-/* The basis, entries 0 .. kBTRaw - 1, one pad entry first and two last: [1, 1 + kBT) degree 2,
- * [1 + kBT, 1 + 2 kBT) degree 3. The pads let the writer read the entry of a pair's vertex that
- * is an end point or lies in the next curve without a bounds check; their values are never
- * written out. Entry e is stored at bt[bt_pos(e)] (GROVE_BZ_BT_SWZ). */
-constexpr int kBTRaw = 2 * kBT + 3;
-__host__ __device__ constexpr uint32_t bt_pos(uint32_t e)
-{
-    return GROVE_BZ_BT_SWZ ? e ^ ((e >> 3) & 1u) : e;
-}
-struct BasisSmem {
-    float4 bt[kBTRaw + 1]; /* bt_pos(e) <= e + 1 */
 };
 
 /* The thread's index in its tile group of kT threads. */
@@ -389,42 +432,9 @@ template <bool kNamed> __device__ __forceinline__ void tile_sync()
         __syncthreads();
 }
 
-/* Fills the basis table for 3 <= m <= bm (bm <= kBM; only the pads when bm < 3), threads t of
- * nt. */
-__device__ __forceinline__ void basis_fill(BasisSmem &B, int bm, int t, int nt)
-{
-    const int ne = bm >= 3 ? (bm - 2) * (bm - 1) / 2 : 0;
-    if (t == 0)
-        B.bt[bt_pos(0)] = B.bt[bt_pos(kBTRaw - 2)] = B.bt[bt_pos(kBTRaw - 1)] =
-            make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int e = t; e < ne; e += nt) {
-        /* row k = m - 3 holds k + 1 entries from k (k + 1) / 2 on */
-        int k = (int)((sqrtf(__fadd_rn(__fmul_rn(8.0f, (float)e), 1.0f)) - 1.0f) * 0.5f);
-        while (k * (k + 1) / 2 > e) k--;
-        while ((k + 1) * (k + 2) / 2 <= e) k++;
-        const uint32_t m = (uint32_t)k + 3, i = (uint32_t)(e - k * (k + 1) / 2) + 1;
-        const float u = grove__bz_u(i, m);
-        float b[4];
-        grove__bz_basis(2, u, b);
-        B.bt[bt_pos(1u + (uint32_t)e)] = make_float4(b[0], b[1], b[2], b[3]);
-        grove__bz_basis(3, u, b);
-        B.bt[bt_pos(1u + (uint32_t)(kBT + e))] = make_float4(b[0], b[1], b[2], b[3]);
-    }
-}
-
-/* The entry of vertex i of a tabled curve (degree cub ? 3 : 2, 3 <= m <= kBM vertices) in
- * BasisSmem::bt is row + i (stored at bt_pos of that), row = basis_row(m, cub): degree d's row m -
- * 3 holds the m - 2 inner vertices from 1 + (d == 3 ? kBT : 0) + (m - 3)(m - 2) / 2 on, so vertex 0
- * and vertex m (the next curve's first) fall on the row's neighbours, in the table whatever m. */
-__device__ __forceinline__ uint32_t basis_row(uint32_t m, bool cub)
-{
-    return (m - 3u) * (m - 2u) / 2u + (cub ? (uint32_t)kBT : 0u);
-}
-
-/* Stages curves [c0, c0 + C) (C <= kC) and, when B is given, fills its basis table for m <= bm
- * (bm <= kBM) while the copies are in flight. The tile group synchronizes before reading. */
-__device__ __forceinline__ void tile_stage(TileSmem &s, BasisSmem *B, const float *__restrict__ cp,
-                                           const uint8_t *__restrict__ deg, u64 c0, int C, int bm)
+/* Stages curves [c0, c0 + C) (C <= kC). The tile group synchronizes before reading. */
+__device__ __forceinline__ void tile_stage(TileSmem &s, const float *__restrict__ cp,
+                                           const uint8_t *__restrict__ deg, u64 c0, int C)
 {
     const int t = (int)tile_tid();
     bool inflight = false;
@@ -453,7 +463,6 @@ __device__ __forceinline__ void tile_stage(TileSmem &s, BasisSmem *B, const floa
         for (int j = t; j < C; j += kT) s.deg[j] = __ldg(deg + c0 + j);
     }
     if (t < (int)(kVMax / 32)) s.flag[0][t] = 0;
-    if (B) basis_fill(*B, bm, t, kT);
     if (inflight) asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
@@ -471,41 +480,45 @@ __device__ __forceinline__ int tile_curve(const TileSmem &s, int b, int prev, in
 }
 
 /* tile_write's record of a curve: x = its first vertex relative to the tile's, y = m (13 bits,
- * m <= GROVE_BEZIER_MAX_POINTS) | basis_row << 13 (10 bits) | cubic << 23 | next skip << 24 |
- * skip << 31, skip when the table loop does not write the curve (basis_row 0 then, the entries
- * clamped), next skip the same for the next curve (junk for the tile's last, never used), so
- * that a pair whose second vertex starts the next curve needs no load of that curve's own. */
+ * m <= GROVE_BEZIER_MAX_POINTS) | cubic << 23 | next skip << 24 | skip << 31, skip when the
+ * main loop does not write the curve, next skip the same for the next curve (junk for the
+ * tile's last, never used), so that a pair whose second vertex starts the next curve needs no
+ * load of that curve's own. */
 static_assert(GROVE_BEZIER_MAX_POINTS < (1 << 13), "m fits tile_write's record");
-static_assert(kBTRaw <= (1 << 10), "a basis row fits tile_write's record");
 constexpr uint32_t kRecM = (1u << 13) - 1u, kRecCub = 1u << 23, kRecSkipN = 1u << 24,
                    kRecSkip = 1u << 31;
 
-/* Vertices i and i + 1 of a tabled curve (control points a, b; degree cub ? 3 : 2; m vertices;
- * its basis row `row`) into out (x, y, x, y). i may be ~0u and i + 1 may be m: the values are
- * then never written; for a curve that is not tabled the entries are clamped into the table and
- * the values are never written either. */
-__device__ __forceinline__ void tile_pair(const float4 *bt, float4 a, float4 b, bool cub,
-                                          uint32_t m, uint32_t row, uint32_t i, float4 &out)
+/* Vertex i of the cubic (control points a = (x0, y0, x1, y1), b = (x2, y2, x3, y3)) at parameter
+ * step r: grove__bz_inner's degree-3 arithmetic, operation for operation. */
+__device__ __forceinline__ float2 tile_cubic(float4 a, float4 b, float r, uint32_t i)
 {
-    uint32_t e0 = row + i; /* ~0u + 0 wraps: clamped */
-    e0 = e0 < (uint32_t)kBTRaw - 2u ? e0 : (uint32_t)kBTRaw - 2u;
-    const float4 A = bt[bt_pos(e0)], B = bt[bt_pos(e0 + 1u)];
-    const float lx = cub ? b.z : b.x, ly = cub ? b.w : b.y; /* the last control point */
-    /* grove__bz_sum term by term: ((b0 P0 + b1 P1) + b2 P2) + b3 P3 */
-    float x = __fadd_rn(__fadd_rn(__fmul_rn(A.x, a.x), __fmul_rn(A.y, a.z)), __fmul_rn(A.z, b.x));
-    float y = __fadd_rn(__fadd_rn(__fmul_rn(A.x, a.y), __fmul_rn(A.y, a.w)), __fmul_rn(A.z, b.y));
-    if (cub) x = __fadd_rn(x, __fmul_rn(A.w, b.z)), y = __fadd_rn(y, __fmul_rn(A.w, b.w));
-    if (i + 1u == m) x = lx, y = ly;
-    if (i == 0u) x = a.x, y = a.y;
-    out.x = x;
-    out.y = y;
-    x = __fadd_rn(__fadd_rn(__fmul_rn(B.x, a.x), __fmul_rn(B.y, a.z)), __fmul_rn(B.z, b.x));
-    y = __fadd_rn(__fadd_rn(__fmul_rn(B.x, a.y), __fmul_rn(B.y, a.w)), __fmul_rn(B.z, b.y));
-    if (cub) x = __fadd_rn(x, __fmul_rn(B.w, b.z)), y = __fadd_rn(y, __fmul_rn(B.w, b.w));
-    if (i + 2u == m) x = lx, y = ly;
-    if (i + 1u == 0u) x = a.x, y = a.y;
-    out.z = x;
-    out.w = y;
+    const float u = __fmul_rn((float)i, r);
+    const float v = __fsub_rn(1.0f, u);
+    const float vv = __fmul_rn(v, v), uu = __fmul_rn(u, u);
+    const float b0 = __fmul_rn(vv, v), b1 = __fmul_rn(3.0f, __fmul_rn(vv, u));
+    const float b2 = __fmul_rn(3.0f, __fmul_rn(v, uu)), b3 = __fmul_rn(uu, u);
+    float2 p;
+    p.x = __fmaf_rn(b3, b.z, __fmaf_rn(b2, b.x, __fmaf_rn(b1, a.z, __fmul_rn(b0, a.x))));
+    p.y = __fmaf_rn(b3, b.w, __fmaf_rn(b2, b.y, __fmaf_rn(b1, a.w, __fmul_rn(b0, a.y))));
+    return p;
+}
+
+/* Vertices i and i + 1 of a written curve (a cubic, or a quadratic elevated to one in the
+ * staging; control points a, b; m vertices; parameter step r) into out (x, y, x, y). i may be
+ * ~0u and i + 1 may be m: the values are then never written. */
+__device__ __forceinline__ void tile_pair(float4 a, float4 b, float r, uint32_t m, uint32_t i,
+                                          float4 &out)
+{
+    float2 p = tile_cubic(a, b, r, i);
+    if (i + 1u == m) p.x = b.z, p.y = b.w;
+    if (i == 0u) p.x = a.x, p.y = a.y;
+    out.x = p.x;
+    out.y = p.y;
+    p = tile_cubic(a, b, r, i + 1u);
+    if (i + 2u == m) p.x = b.z, p.y = b.w;
+    if (i + 1u == 0u) p.x = a.x, p.y = a.y;
+    out.z = p.x;
+    out.w = p.y;
 }
 
 /* Vector stores the compiler may not split: it turned a pair's 16-byte store into four 4-byte
@@ -520,17 +533,17 @@ __device__ __forceinline__ void st_v2(float *p, float x, float y)
     asm volatile("st.global.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(x), "f"(y));
 }
 
-/* Writes the vertices of the staged tile (s.off[0..C] filled, the basis table bt filled for
- * bm = min(max_points, kBM), a barrier of the tile group since): global vertex index vbase +
- * relative offset. Vertices at index >= cap are not written, nor those of curves with m >= big (the
- * cdp variant gives those a child grid of their own). kAligned: d_xy is 8-byte aligned; the pairs
- * then start one vertex early when needed so that a pair's first vertex is 16-byte aligned. The
- * table loop has no branch on the curve: curves it cannot table (lines, m < 3 or m > bm) are
+/* Writes the vertices of the staged tile (s.off[0..C] filled, a barrier of the tile group since):
+ * global vertex index vbase + relative offset. Vertices at index >= cap are not written, nor those
+ * of curves with m >= big (the cdp variant gives those a child grid of their own). kAligned: d_xy
+ * is 8-byte aligned; the pairs then start one vertex early when needed so that a pair's first
+ * vertex is 16-byte aligned. The main loop has no branch on the curve: it writes quadratics
+ * (elevated first, in place) and cubics of 3 or more vertices; the rest (lines, m = 2) are
  * written after it by a slow pass, a warp per curve, with grove__bz_vertex. All threads call it.
  */
 template <bool kAligned, int kPer, bool kNamed = false>
-__device__ __forceinline__ void tile_write(TileSmem &s, const float4 *bt, int C, u64 vbase, u64 cap,
-                                           uint32_t big, int bm, float *__restrict__ xy)
+__device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 cap, uint32_t big,
+                                           float *__restrict__ xy)
 {
     constexpr uint32_t kV = kT * kPer; /* vertices per chunk */
     const unsigned t = tile_tid(), lane = t & 31u, w = t >> 5;
@@ -555,11 +568,26 @@ __device__ __forceinline__ void tile_write(TileSmem &s, const float4 *bt, int C,
             const int j = j0 + k;
             const uint32_t m = oe[k + 1] - oe[k];
             const int d = grove__bz_degree(s.deg[j]);
-            const bool fast = d >= 2 && m >= 3u && m <= (uint32_t)bm;
+            const bool fast = d >= 2 && m >= 3u;
             const bool tab = fast && m < big;
-            ry[k] = m | (tab ? basis_row(m, d == 3) << 13 : 0u) | (d == 3 ? kRecCub : 0u) |
-                    (tab ? 0u : kRecSkip);
+            ry[k] = m | (d == 3 ? kRecCub : 0u) | (tab ? 0u : kRecSkip);
             if (k < kCPT && j < C && !fast && m < big) slow |= 1u << k;
+            if (k < kCPT && j < C) s.step[j] = tab ? grove__bz_step(m) : 0.0f;
+            if (k < kCPT && j < C && tab) {
+                if (d == 2) { /* the quadratic as the cubic of its elevation, in place */
+                    float *c = reinterpret_cast<float *>(&s.cp[cp_unit(j)]);
+                    float q[4];
+                    grove__bz_elevate(c[0], c[2], c[4], &q[0], &q[2]);
+                    grove__bz_elevate(c[1], c[3], c[5], &q[1], &q[3]);
+                    const float x2 = c[4], y2 = c[5];
+                    c[2] = q[0];
+                    c[3] = q[1];
+                    c[4] = q[2];
+                    c[5] = q[3];
+                    c[6] = x2;
+                    c[7] = y2;
+                }
+            }
         }
         /* a record past C (the second of an odd tail) holds junk and is never read */
 #pragma unroll
@@ -627,11 +655,12 @@ __device__ __forceinline__ void tile_write(TileSmem &s, const float4 *bt, int C,
             const float4 ca = s.cp[ua], cb = s.cp[ua + 1];
             const float2 pn = *reinterpret_cast<const float2 *>(&s.cp[cp_unit(jn)]);
             const uint2 rc = s.rec[ja];
+            const float rs = s.step[ja];
             const uint32_t m = rc.y & kRecM;
             const uint32_t ia = before ? ~0u : (uint32_t)ra - rc.x;
             const bool same = ia + 1u < m; /* else the second is the next curve's first */
             float4 p;
-            tile_pair(bt, ca, cb, (rc.y & kRecCub) != 0, m, (rc.y >> 13) & 0x3ffu, ia, p);
+            tile_pair(ca, cb, rs, m, ia, p);
             if (!same) p.z = pn.x, p.w = pn.y;
             /* the skip bit of the second vertex's curve, moved to bit 31 when that is the next */
             static_assert(kRecSkipN << 7 == kRecSkip, "the next curve's skip bit");
@@ -662,7 +691,7 @@ __device__ __forceinline__ void tile_write(TileSmem &s, const float4 *bt, int C,
         }
         prev += (int)(s.excl[b][kT - 1] + (uint32_t)__popc(s.flag[b][kV / 32 - 1] >> (32 - kPer)));
     }
-    /* the slow pass: a warp per curve that the table loop left and that is written here */
+    /* the slow pass: a warp per curve that the main loop left and that is written here */
 #pragma unroll
     for (int k = 0; k < kCPT; k++) {
         unsigned bal = __ballot_sync(0xffffffffu, (slow >> k) & 1u);
