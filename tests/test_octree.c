@@ -723,21 +723,38 @@ static void test_datasets(tu_rng *r)
         run_set(r, gen_uniform(r, sizes[j], 5.0, 6.0), &o, 1, 40, what);
     }
     /* spots of at most 32 points a run (the CUDA build refines the Morton order run by run)
-     * and of up to 40 (then it sorts everything), with both refinements; cap 16 and lod 128
-     * make inner nodes whose samples lie below level 21 */
+     * and of up to 40 (then it sorts everything), with both refinements (the CUDA builds are
+     * asked which one ran): cap 16 and lod 128 make inner nodes whose samples lie below level
+     * 21; max depth 23 and 27 make leaves below it, so that points of one run lie in different
+     * leaves */
     for (int kmax = 32; kmax <= 40; kmax += 8)
         for (int mode = 0; mode < (g_cpu ? 2 : 1); mode++) {
+            static const struct {
+                uint32_t cap;
+                int depth, lod;
+                size_t n;
+            } sp[3] = {{16, 20, 128, 20000}, {4, 23, 128, 20000}, {2, 27, 8, 5000}};
+            for (int k = 0; k < 3; k++) {
 #ifdef GROVE_HAVE_CUDA
-            if (g_cpu) grove__ot_refine_mode(mode);
+                if (g_cpu) {
+                    grove__ot_refine_mode(mode);
+                    (void)grove__ot_refine_last();
+                }
 #endif
-            snprintf(what, sizeof what, "spots of 2..%d points, cap 16, refinement %d", kmax,
-                     mode);
-            o = opts_of(16, 20, 128);
-            run_set(r, gen_spots(r, 20000, kmax), &o, 1, 40, what);
-            snprintf(what, sizeof what, "spots of 2..%d points, cap 64, lod 8, refinement %d",
-                     kmax, mode);
-            o = opts_of(64, 20, 8);
-            run_set(r, gen_spots(r, 5000, kmax), &o, 1, 40, what);
+                snprintf(what, sizeof what,
+                         "spots of 2..%d points, cap %u, max depth %d, lod %d, refinement %d",
+                         kmax, sp[k].cap, sp[k].depth, sp[k].lod, mode);
+                o = opts_of(sp[k].cap, sp[k].depth, sp[k].lod);
+                run_set(r, gen_spots(r, sp[k].n, kmax), &o, 1, 40, what);
+#ifdef GROVE_HAVE_CUDA
+                if (g_cpu) {
+                    const int want = mode == 0 && kmax <= 32 ? 1 : 2, got = grove__ot_refine_last();
+                    CHECK_MSG(got == want, "%s: refined %s, want %s", what,
+                              got == 1 ? "run by run" : got == 2 ? "by a sort of all" : "not at all",
+                              want == 1 ? "run by run" : "by a sort of all");
+                }
+#endif
+            }
         }
 #ifdef GROVE_HAVE_CUDA
     if (g_cpu) grove__ot_refine_mode(0);

@@ -556,9 +556,13 @@ grove_status needs_refining(Build &B, bool *yes)
 }
 
 /* Refines the Morton order below level 21 so that every cell of every level is one run: a
- * stable sort by (run of equal 63-bit key, octant digits of levels 21 to 29), at most 32 + 27
- * bits. Only clouds with points closer than a level-21 cell that still differ need it. */
+ * stable order by (run of equal 63-bit key, octant digits of levels 21 to 29). Only clouds
+ * with points closer than a level-21 cell that still differ need it. Where every such run
+ * holds at most kShortRun points, refine_short_runs_kernel sorts each in place; otherwise a
+ * stable radix sort of all positions by (run number, digits), at most 32 + 27 bits, and a
+ * gather of every per-position array. */
 int g_refine_mode = 0; /* grove__ot_refine_mode */
+int g_refine_last = 0; /* grove__ot_refine_last */
 
 grove_status refine_order(Build &B)
 {
@@ -570,6 +574,7 @@ grove_status refine_order(Build &B)
     size_t tb = 0;
     void *tmp = NULL;
     if (n == 0) return GROVE_OK;
+    g_refine_last = 2;
     if (g_refine_mode == 0) {
         /* short runs only (the usual dense spot): sorted in place, run by run */
         uint32_t *longer, hl = 0;
@@ -582,7 +587,10 @@ grove_status refine_order(Build &B)
         GROVE_TRY(grove__cuda_d2h(ctx, &hl, longer, sizeof hl, s));
         GROVE_TRY(grove__cuda_sync(ctx, s, "octree short run refinement"));
         B.A.put(longer);
-        if (!hl) return GROVE_OK;
+        if (!hl) {
+            g_refine_last = 1;
+            return GROVE_OK;
+        }
         /* a run longer than kShortRun: the runs sorted so far stay sorted (the sort below is
          * stable and sorts by the same codes) */
         B.A.put(B.rkey);
@@ -674,6 +682,12 @@ grove_status build_points_on_device(Build &B, const double *d_xyz)
 } /* namespace grove__otc */
 
 extern "C" void grove__ot_refine_mode(int mode) { grove__otc::g_refine_mode = mode; }
+extern "C" int grove__ot_refine_last(void)
+{
+    const int r = grove__otc::g_refine_last;
+    grove__otc::g_refine_last = 0;
+    return r;
+}
 
 extern "C" grove_status grove__ot_count_cells_cuda(grove_ctx *ctx, const uint32_t *d_q, size_t n,
                                                    int depth, int aggregated, uint32_t *d_counts)

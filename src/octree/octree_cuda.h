@@ -37,6 +37,9 @@ grove_status grove__ot_count_cells_cuda(grove_ctx *ctx, const uint32_t *d_q, siz
  * place, run by run, and only a cloud with a longer run is sorted whole; 1: always the sort of
  * everything. Both give the same tree. Not thread-safe; not for applications. */
 void grove__ot_refine_mode(int mode);
+/* Test hook: how the last CUDA build that refined the order did it, reset by the call: 0 none
+ * since the last call, 1 run by run, 2 by the sort of everything. */
+int grove__ot_refine_last(void);
 
 #ifdef __cplusplus
 }

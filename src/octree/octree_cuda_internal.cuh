@@ -125,7 +125,9 @@ struct Build {
     uint32_t *perm;     /* position -> input position once in Morton order; NULL before */
     double *xyzm;       /* device-resident build: the points' coordinates by position */
     u64 *skey;          /* the positions' 63-bit Morton keys (levels 0..20) */
-    u64 *rkey;          /* after refine_order: the refined keys (all 30 levels) */
+    u64 *rkey;          /* after refine_order: refined keys, (run of equal skey) << 27 | the
+                         * octant digits of levels 21..29; the run part tells runs apart and is
+                         * the same along a run (its scanned number, or its head's position) */
     uint32_t *deep;     /* set (non-zero) when the Morton order needs refining; NULL: not known */
     Pool P;
     size_t pool_size, pool_cap;
