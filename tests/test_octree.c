@@ -1,7 +1,8 @@
 /*
  * test_octree.c - tests of the octree module's build and queries (include/grove/octree.h).
  *
- *   test_octree [--backend cpu|cuda] [--large N] [--seed S] [--only quick|sanitize]
+ *   test_octree [--backend cpu|cuda] [--large N] [--seed S]
+ *               [--only quick|sanitize|sanitize-kernels]
  *
  * Every tree passes the validator of octree_check.h (with the samples recomputed by brute force
  * on inputs up to 20,000 points), and does not depend on the batch size (1, 7, 1000, n and the
@@ -14,7 +15,10 @@
  * runs only uniform and clustered sets of N points; --only quick leaves out the sets above 20,000
  * points; --only sanitize (for compute-sanitizer, where every kernel launch is slow) also
  * compares batch sizes 1 and 7 only on sets of at most 40 points, whose thousands of batches
- * took minutes under the tools. The host finish of a pool counted elsewhere is checked on the
+ * took minutes under the tools; --only sanitize-kernels is that without the host-fallback tests
+ * below (for racecheck and synccheck: they build one cloud again and again with device
+ * allocations refused, host code that memcheck covers, through kernels that the other sets
+ * run too, and took racecheck past 200 s). The host finish of a pool counted elsewhere is checked on the
  * CPU; with --backend cuda, contexts with a small device_mem_limit check that the CUDA build from
  * host memory falls back to the host with the same tree, and that the device-resident build
  * reports the shortage.
@@ -43,6 +47,7 @@ static grove_ctx *g_one; /* CPU context with one thread (results must not depend
 /* --only quick: the small sets, through every GPU path (counting, splitting, samples,
  * placement, queries); 2 for --only sanitize (see the top). */
 static int g_quick;
+static int g_no_fallback; /* --only sanitize-kernels */
 
 /* Exact status and a substring of the last-error message. */
 #define CHECK_ERR(ctx, expr, want, sub)                                                            \
@@ -941,7 +946,7 @@ static void test_invalid(void)
 static int usage(void)
 {
     fprintf(stderr, "usage: test_octree [--backend cpu|cuda] [--large N] [--seed S] "
-                    "[--only quick|sanitize]\n");
+                    "[--only quick|sanitize|sanitize-kernels]\n");
     return 1;
 }
 
@@ -951,9 +956,11 @@ int main(int argc, char **argv)
     grove_ctx_opts o;
     tu_rng r;
     if (tu_parse_args(argc, argv, &args) != 0) return usage();
-    if (args.only && strcmp(args.only, "quick") != 0 && strcmp(args.only, "sanitize") != 0)
+    if (args.only && strcmp(args.only, "quick") != 0 && strcmp(args.only, "sanitize") != 0 &&
+        strcmp(args.only, "sanitize-kernels") != 0)
         return usage();
     g_quick = !args.only ? 0 : strcmp(args.only, "quick") == 0 ? 1 : 2;
+    g_no_fallback = args.only && strcmp(args.only, "sanitize-kernels") == 0;
     grove_ctx_default_opts(&o);
     o.backend = GROVE_BACKEND_CPU;
     o.num_threads = 1;
@@ -984,7 +991,7 @@ int main(int argc, char **argv)
         test_progress(&r);
         test_from_pool(&r);
 #ifdef GROVE_HAVE_CUDA
-        if (g_cpu) test_host_fallback(&r);
+        if (g_cpu && !g_no_fallback) test_host_fallback(&r);
 #endif
         test_datasets(&r);
     }
