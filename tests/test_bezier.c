@@ -40,7 +40,7 @@ static int g_no_cdp; /* --only quick-flat: no dynamic parallelism (racecheck and
 
 /* ---- curves ---- */
 
-enum { GEN_RANDOM, GEN_POINT, GEN_COLLINEAR, GEN_LINES, GEN_EVEN, GEN_CLOSED };
+enum { GEN_RANDOM, GEN_POINT, GEN_COLLINEAR, GEN_LINES, GEN_EVEN, GEN_CLOSED, GEN_EXTREME };
 
 typedef struct curveset {
     grove_curves c;
@@ -85,6 +85,9 @@ static void gen(curveset *s, tu_rng *r, size_t n, int kind, float scale)
             d = 2;
             p[0] = p[2] - (p[4] - p[2]);
             p[1] = p[3] - (p[5] - p[3]);
+            break;
+        case GEN_EXTREME: /* every coordinate -scale, 0 or scale */
+            for (int k = 0; k < 8; k++) p[k] = (float)((int)(tu_u32(r) % 3) - 1) * scale;
             break;
         case GEN_CLOSED: /* P0 == Pd, inner points elsewhere */
             p[2 * d] = p[0];
@@ -524,6 +527,17 @@ static void test_degenerate(const env *E, tu_rng *r)
         run_case(E, what, &s.c, &o, 1);
         cs_free(&s);
     }
+    {
+        /* the largest coordinates accepted, in every combination of signs: nothing overflows */
+        curveset s = {{0}};
+        grove_bezier_opts o;
+        gen(&s, r, 2000, GEN_EXTREME, GROVE_BEZIER_MAX_COORD);
+        opts_curv(&o, 2, 64, 1e-36);
+        run_case(E, "coordinates of +-GROVE_BEZIER_MAX_COORD, curvature", &s.c, &o, 1);
+        opts_tol(&o, 64, 1e34);
+        run_case(E, "coordinates of +-GROVE_BEZIER_MAX_COORD, tolerance", &s.c, &o, 1);
+        cs_free(&s);
+    }
 }
 
 static void expect_err(grove_ctx *ctx, const char *what, grove_status got, grove_status want,
@@ -561,6 +575,12 @@ static void test_bad(grove_ctx *ctx, tu_rng *r)
     s.c.cp[8 * 12 + 2] = INFINITY;
     expect_err(ctx, "inf", grove_bezier_tessellate(ctx, &s.c, NULL, &pl, NULL), GROVE_ERR_BAD_INPUT,
                "curve 12: control point 1 has a non-finite x");
+    s.c.cp[8 * 12 + 2] = -1.5e38f;
+    expect_err(ctx, "-1.5e38", grove_bezier_tessellate(ctx, &s.c, NULL, &pl, NULL),
+               GROVE_ERR_BAD_INPUT, "curve 12: control point 1 has the x coordinate -1.5");
+    s.c.cp[8 * 12 + 2] = GROVE_BEZIER_MAX_COORD; /* the largest accepted */
+    CHECK_OK(ctx, grove_bezier_tessellate(ctx, &s.c, NULL, &pl, NULL));
+    grove_polylines_free(&pl);
     s.c.cp[8 * 12 + 2] = 1;
     CHECK_OK(ctx, grove_bezier_tessellate(ctx, &s.c, NULL, &pl, NULL));
     grove_polylines_free(&pl);

@@ -165,6 +165,10 @@ static void test_text(void)
         "inf.txt:1: number 4 is infinite", NULL);
     BAD("range.txt", "1 2 3 4 5 6\n1 2 3 4 5 6 7 1e39\n", GROVE_CURVES_TEXT, GROVE_ERR_BAD_INPUT,
         "range.txt:2: number 8 is out of float range: '1e39'", NULL);
+    BAD("big.txt", "1 2 3 4 5 6\n1 2 3 4 5 6 -3.4e38 8\n", GROVE_CURVES_TEXT, GROVE_ERR_BAD_INPUT,
+        "big.txt:2: number 7 (-3.39999995e+38) is larger in magnitude than 1e+38, the largest "
+        "coordinate accepted",
+        NULL);
     BAD("decomma.txt", "1;5 2 3 4\n", GROVE_CURVES_TEXT, GROVE_ERR_BAD_INPUT,
         "number 1 is not a number: '1;5'", NULL);
     BAD("svglike.txt", "<svg><path d=\"M0 0L1 1\"/></svg>\n", GROVE_CURVES_AUTO,
@@ -376,7 +380,12 @@ static void test_svg_errors(void)
     BAD("range.svg", svg_wrap("<path d='M0 0 L1e39 2'/>"), GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
         "number '1e39' is out of float range", NULL);
     BAD("trange.svg", svg_wrap("<path transform='scale(1e30)' d='M0 0 L1e10 2'/>"),
-        GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT, "out of float range after the transform", NULL);
+        GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "(after the transform) is larger in magnitude than 1e+38, the largest coordinate accepted",
+        NULL);
+    BAD("big.svg", svg_wrap("<path d='M0 0 l 9e37 9e37 l 9e37 9e37'/>"), GROVE_CURVES_SVG,
+        GROVE_ERR_BAD_INPUT,
+        "a control point (1.79999996e+38, 1.79999996e+38) is larger in magnitude than 1e+38", NULL);
     BAD("tfn.svg", svg_wrap("<g transform='translate(1) spin(3)'><path d='M0 0 L1 2'/></g>"),
         GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT, "<g>: unknown transform 'spin'",
         "character 14 of transform");
@@ -982,7 +991,7 @@ static void test_svg_arc_errors(void)
          NULL},
         /* the large arc of a circle as wide as float's range leaves it */
         {"<path d='M0 0 A 3e38 3e38 0 1 1 1 0'/>", "path 0: a control point (",
-         "is out of float range after the transform"},
+         "is larger in magnitude than 1e+38"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char name[32];

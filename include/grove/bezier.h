@@ -32,6 +32,9 @@ extern "C" {
 #endif
 
 #define GROVE_BEZIER_MAX_POINTS 4096 /* the largest max_points */
+/* The largest control-point coordinate magnitude accepted (larger is bad input): below it no
+ * step of the evaluation overflows float, whose largest value is about 3.4e38. */
+#define GROVE_BEZIER_MAX_COORD 1e38f
 
 /* n curves. cp holds 8 floats per curve, x0 y0 x1 y1 x2 y2 x3 y3: a curve of degree d uses the
  * first 2 (d + 1) and the rest are ignored (any value). degree[c] is 1, 2 or 3. */
@@ -88,8 +91,9 @@ void grove_bezier_default_opts(grove_bezier_opts *opts);
  *  Tessellates the curves in (borrowed). opts may be NULL for the defaults. *out is
  *  overwritten (zeroed on failure). n == 0 gives an empty result (offsets = {0}).
  *  @return GROVE_OK; GROVE_ERR_INVALID_ARG (NULL, an option out of range: the message names
- *  it); GROVE_ERR_BAD_INPUT (a degree not 1..3 or a NaN/infinite control point: the message
- *  names the curve); GROVE_ERR_LIMIT (more than UINT32_MAX - 1 curves; the cdp variant past
+ *  it); GROVE_ERR_BAD_INPUT (a degree not 1..3, or a control-point coordinate that is
+ *  NaN, infinite or larger in magnitude than GROVE_BEZIER_MAX_COORD: the message names the
+ *  curve); GROVE_ERR_LIMIT (more than UINT32_MAX - 1 curves; the cdp variant past
  *  the device's launch limits, only when asked for explicitly: AUTO runs flat); out of memory;
  *  device failures. */
 grove_status grove_bezier_tessellate(grove_ctx *ctx, const grove_curves *in,

@@ -75,12 +75,19 @@ grove_status grove__bz_check_curves(grove_ctx *ctx, const char *fn, const grove_
         if (d < 1 || d > 3)
             return grove__error(ctx, GROVE_ERR_BAD_INPUT,
                                 "%s: curve %zu: degree %d; must be 1, 2 or 3", fn, c, d);
-        for (int k = 0; k < 2 * (d + 1); k++)
+        for (int k = 0; k < 2 * (d + 1); k++) {
             if (!isfinite(p[k]))
                 return grove__error(ctx, GROVE_ERR_BAD_INPUT,
                                     "%s: curve %zu: control point %d has a non-finite %s "
                                     "coordinate (%g)",
                                     fn, c, k / 2, (k & 1) ? "y" : "x", (double)p[k]);
+            if (fabsf(p[k]) > GROVE_BEZIER_MAX_COORD)
+                return grove__error(ctx, GROVE_ERR_BAD_INPUT,
+                                    "%s: curve %zu: control point %d has the %s coordinate %.9g, "
+                                    "larger in magnitude than %g (GROVE_BEZIER_MAX_COORD)",
+                                    fn, c, k / 2, (k & 1) ? "y" : "x", (double)p[k],
+                                    (double)GROVE_BEZIER_MAX_COORD);
+        }
     }
     return GROVE_OK;
 }

@@ -6,6 +6,7 @@
  * Text files stream one line at a time through the io module's reader, so a file of any size
  * needs memory for its curves only.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +139,13 @@ static grove_status read_text(grove__rd *r, grove__bz_sink *s)
                                     i + 1, q);
             }
         }
+        for (size_t i = 0; i < k; i++)
+            if (fabsf(xy[i]) > GROVE_BEZIER_MAX_COORD)
+                return grove__error(r->ctx, GROVE_ERR_BAD_INPUT,
+                                    "%s:%llu: number %zu (%.9g) is larger in magnitude than %g, "
+                                    "the largest coordinate accepted",
+                                    r->path, ln, i + 1, (double)xy[i],
+                                    (double)GROVE_BEZIER_MAX_COORD);
         GROVE_TRY(grove__bz_sink_push(s, (int)k / 2 - 1, xy));
     }
     return GROVE_OK;

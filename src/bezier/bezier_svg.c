@@ -390,14 +390,18 @@ static grove_status emit(path_state *ps, int deg, const double *p)
 {
     float xy[8];
     const affine *m = &ps->m;
+    const int plain = m->a == 1.0 && m->b == 0.0 && m->c == 0.0 && m->d == 1.0 &&
+                         m->e == 0.0 && m->f == 0.0;
     for (int i = 0; i <= deg; i++) {
         double u = m->a * p[2 * i] + m->c * p[2 * i + 1] + m->e;
         double v = m->b * p[2 * i] + m->d * p[2 * i + 1] + m->f;
-        if (!(fabs(u) <= FLT_MAX) || !(fabs(v) <= FLT_MAX))
+        if (!(fabs(u) <= (double)GROVE_BEZIER_MAX_COORD) ||
+            !(fabs(v) <= (double)GROVE_BEZIER_MAX_COORD))
             return value_bad(ps->x, ps->w, ps->at,
-                             "a control point (%.9g, %.9g) is out of float range after the "
-                             "transform",
-                             u, v);
+                             "a control point (%.9g, %.9g)%s is larger in magnitude than %g, "
+                             "the largest coordinate accepted",
+                             u, v, plain ? "" : " (after the transform)",
+                             (double)GROVE_BEZIER_MAX_COORD);
         xy[2 * i] = (float)u;
         xy[2 * i + 1] = (float)v;
     }
