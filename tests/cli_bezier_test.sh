@@ -177,8 +177,19 @@ run 0 "--variant on the CPU" bezier "$tmp/three.txt" -o "$tmp/v.csv" --variant c
 printf 'old\n' >"$tmp/keep.csv"
 run 2 "failed run keeps the old file" bezier "$tmp/five.txt" -o "$tmp/keep.csv"
 [ "$(cat "$tmp/keep.csv")" = "old" ] || fail "keep.csv was changed by a failed run"
-leftovers=$(find "$tmp" -name '*grove-tmp*' | wc -l)
-[ "$leftovers" -eq 0 ] || fail "temporary files left: $(find "$tmp" -name '*grove-tmp*')"
+# a picture path that is a directory is refused before anything is written
+mkdir -p "$tmp/adir"
+run 3 "--svg names a directory" bezier "$tmp/three.txt" -o "$tmp/keep.csv" --svg "$tmp/adir" &&
+    err_has "adir' is a directory, not a file name"
+[ "$(cat "$tmp/keep.csv")" = "old" ] || fail "keep.csv was changed by a run refused for its --svg"
+run 3 "-o names a directory" bezier "$tmp/three.txt" -o "$tmp/adir" &&
+    err_has "adir' is a directory, not a file name"
+# the writers' temporary files are OUT.tmp.XXXXXX
+leftovers=$(find "$tmp" -name '*.tmp.*' | wc -l)
+[ "$leftovers" -eq 0 ] || fail "temporary files left: $(find "$tmp" -name '*.tmp.*')"
+printf '0 0 1 1 2 0\n' >"$tmp/textlike.svg"
+run 2 "text curves in an .svg file" bezier "$tmp/textlike.svg" -o "$tmp/tl.csv" &&
+    err_has "textlike.svg: not an SVG document: no <svg> element"
 
 # ---- CUDA: the same CSV as the CPU where a GPU is usable; exit 3 with a reason where not ----
 "$GROVE" info --backend cuda >/dev/null 2>&1 && gpu=1 || gpu=0

@@ -173,6 +173,15 @@ static void test_text(void)
         "number 1 is not a number: '1;5'", NULL);
     BAD("svglike.txt", "<svg><path d=\"M0 0L1 1\"/></svg>\n", GROVE_CURVES_AUTO,
         GROVE_ERR_BAD_INPUT, "svglike.txt:1: this looks like SVG", NULL);
+    /* the other way round: text curves, or nothing, in a file read as SVG */
+    BAD("textlike.svg", "0 0 1 1 2 0\n", GROVE_CURVES_AUTO, GROVE_ERR_BAD_INPUT,
+        "textlike.svg: not an SVG document: no <svg> element", NULL);
+    BAD("nosvg.svg", "<?xml version='1.0'?>\n<path d='M0 0 L1 1'/>\n", GROVE_CURVES_AUTO,
+        GROVE_ERR_BAD_INPUT, "nosvg.svg: not an SVG document: no <svg> element", NULL);
+    BAD("empty.svg", "", GROVE_CURVES_AUTO, GROVE_ERR_BAD_INPUT,
+        "empty.svg: not an SVG document: no <svg> element (the file is empty)", NULL);
+    CURVES("nopaths.svg", "<svg xmlns='http://www.w3.org/2000/svg'><g/></svg>", GROVE_CURVES_AUTO,
+           0, NULL, NULL, 0);
     {
         /* a line over 1 MiB is refused by the reader, whatever it holds */
         size_t n = ((size_t)1 << 20) + 100;
@@ -417,16 +426,11 @@ static void test_svg_errors(void)
         "bad character reference '&#xZZ;'", NULL);
     BAD("attr.svg", "<svg><path d/></svg>", GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
         "<path>: malformed attribute 'd'", NULL);
-    /* an SVG read as text, and a text file read as SVG (no tags: no curves) */
+    /* an SVG read as text, and a text file read as SVG (no <svg> element) */
     BAD("forced.svg", svg_wrap("<path d='M0 0L1 1'/>"), GROVE_CURVES_TEXT, GROVE_ERR_BAD_INPUT,
         "looks like SVG", NULL);
-    {
-        grove_curves c;
-        write_file(path_in("plain.txt"), "0 0 1 1\n");
-        CHECK_OK(ctx, grove_curves_read(ctx, path_in("plain.txt"), GROVE_CURVES_SVG, &c));
-        CHECK(c.n == 0);
-        grove_curves_free(&c);
-    }
+    BAD("plain.txt", "0 0 1 1\n", GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "plain.txt: not an SVG document: no <svg> element", NULL);
 }
 
 /* x' = a x + c y + e, y' = b x + d y + f */

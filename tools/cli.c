@@ -411,7 +411,13 @@ int cli_outfile_open(cli_outfile *o, const char *path, const char *what)
     static const char suffix[] = ".tmp.XXXXXX";
     size_t len = strlen(path);
     int fd;
+    struct stat sb;
     memset(o, 0, sizeof *o);
+    /* the rename at the end would fail, after the work and after any other output was written */
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        cli_error(what, "'%s' is a directory, not a file name", path);
+        return -1;
+    }
     o->path = str_dup(path);
     o->tmp_path = (char *)malloc(len + sizeof suffix);
     if (!o->path || !o->tmp_path) {
@@ -423,7 +429,8 @@ int cli_outfile_open(cli_outfile *o, const char *path, const char *what)
     memcpy(o->tmp_path + len, suffix, sizeof suffix);
     fd = mkstemp(o->tmp_path);
     if (fd < 0) {
-        cli_error(what, "cannot create '%s': %s", o->tmp_path, strerror(errno));
+        cli_error(what, "cannot create '%s' (through a temporary file beside it): %s", path,
+                  strerror(errno));
         free(o->tmp_path);
         o->tmp_path = NULL;
         cli_outfile_abort(o);

@@ -53,6 +53,7 @@ typedef struct svg_doc {
     affine *stack;   /* the transforms of the open elements, outermost first */
     size_t depth, stack_cap;
     size_t paths;    /* <path> elements seen so far */
+    int svg_seen;    /* an <svg> element has started */
     char *val;       /* an attribute value with its references replaced */
     size_t *raw;     /* raw[i]: the file offset of val[i] (for the line of an error) */
     size_t val_cap;
@@ -672,6 +673,7 @@ static grove_status start_tag(svg_doc *x, size_t *i)
     }
     grove__quote(name, sizeof name, s + nb, ne - nb);
     is_path = local_name_is(s, nb, ne, "path");
+    if (local_name_is(s, nb, ne, "svg")) x->svg_seen = 1;
     *i = ne;
     for (;;) {
         size_t ab, ae;
@@ -846,6 +848,12 @@ grove_status grove__bz_read_svg(grove__rd *r, grove__bz_sink *sink)
     x.line_no = 1;
     x.sink = sink;
     st = scan_svg(&x);
+    /* a file that is not SVG at all (text curves, an empty file) would otherwise give no curves
+     * and no error */
+    if (st == GROVE_OK && !x.svg_seen)
+        st = grove__error(r->ctx, GROVE_ERR_BAD_INPUT,
+                          "%s: not an SVG document: no <svg> element%s", r->path,
+                          x.n == 0 ? " (the file is empty)" : "");
     free(x.stack);
     free(x.val);
     free(x.raw);
