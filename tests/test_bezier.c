@@ -173,38 +173,34 @@ static void spec_vertex(const float *p, int d, uint32_t i, uint32_t m, float *x,
     const float r = 1.0f / (float)(m - 1);
     const float u = (float)i * r;
     const float v = 1.0f - u;
-    float q[8];
+    float o[2];
     if (i == 0 || i + 1 == m) {
         const int k = i == 0 ? 0 : d;
         *x = p[2 * k];
         *y = p[2 * k + 1];
         return;
     }
-    if (d == 1) {
-        const float ax = v * p[0], bx = u * p[2], ay = v * p[1], by = u * p[3];
-        *x = ax + bx;
-        *y = ay + by;
-        return;
-    }
     for (int a = 0; a < 2; a++) {
-        q[a] = p[a];
-        if (d == 3) {
-            q[2 + a] = p[2 + a];
-            q[4 + a] = p[4 + a];
-            q[6 + a] = p[6 + a];
-        } else {
-            const float s = p[2 + a] * 0x1.555554p-1f;
-            q[2 + a] = fmaf(p[a], 0x1.555554p-2f, s);
-            q[4 + a] = fmaf(p[4 + a], 0x1.555554p-2f, s);
-            q[6 + a] = p[4 + a];
+        const float x0 = p[a];
+        float e1, e2, e3;
+        if (d == 1) {
+            const float dx = p[2 + a] - x0;
+            o[a] = fmaf(u, dx, x0);
+            continue;
         }
-    }
-    const float vv = v * v, uu = u * u, vvu = vv * u, vuu = v * uu;
-    const float b0 = vv * v, b1 = 3.0f * vvu, b2 = 3.0f * vuu, b3 = uu * u;
-    float o[2];
-    for (int a = 0; a < 2; a++) {
-        const float t0 = b0 * q[a];
-        o[a] = fmaf(b3, q[6 + a], fmaf(b2, q[4 + a], fmaf(b1, q[2 + a], t0)));
+        if (d == 3) {
+            e1 = p[2 + a] - x0;
+            e2 = p[4 + a] - x0;
+            e3 = p[6 + a] - x0;
+        } else {
+            const float d1 = p[2 + a] - x0, d2 = p[4 + a] - x0;
+            e1 = d1 * 0x1.555556p-1f; /* 2/3 to nearest */
+            e2 = fmaf(d2, 0x1.555556p-2f, e1);
+            e3 = d2;
+        }
+        const float vv = v * v, uu = u * u, vvu = vv * u, vuu = v * uu;
+        const float b1 = 3.0f * vvu, b2 = 3.0f * vuu, b3 = uu * u;
+        o[a] = fmaf(b3, e3, fmaf(b2, e2, fmaf(b1, e1, x0)));
     }
     *x = o[0];
     *y = o[1];
@@ -252,6 +248,21 @@ static int check(const char *what, const grove_curves *in, const grove_bezier_op
                 bad++;
                 break;
             }
+        }
+        /* a coordinate that all the control points share is every vertex's, exactly (a point
+         * curve is that point; a horizontal or vertical segment stays on its line) */
+        for (int a = 0; a < 2 && !bad; a++) {
+            int same = 1;
+            for (int k = 1; k <= d; k++) same &= p[2 * k + a] == p[a];
+            for (uint64_t i = 0; same && i < m; i++)
+                if (v[2 * i + a] != p[a]) {
+                    FAIL("%s: curve %zu (degree %d): every control point has %s = %.9g, vertex "
+                         "%llu of %llu has %.9g",
+                         what, c, d, a ? "y" : "x", p[a], (unsigned long long)i,
+                         (unsigned long long)m, v[2 * i + a]);
+                    bad++;
+                    break;
+                }
         }
         double mag = 0;
         for (int k = 0; k < 2 * (d + 1); k++) mag = fmax(mag, fabs((double)p[k]));

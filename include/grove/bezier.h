@@ -5,7 +5,8 @@
  * A curve of degree d (1, 2 or 3) has d + 1 control points P0..Pd. It is tessellated into
  * m >= 2 vertices at the parameters u_i = i / (m - 1), i = 0..m-1 (in float: i times the
  * rounded 1 / (m - 1)): vertex 0 is P0 and vertex m-1 is Pd exactly; the vertices between are
- * B(u_i) evaluated in float in the Bernstein form, a quadratic through its elevation to a cubic
+ * B(u_i) evaluated in float as P0 plus the Bernstein-weighted offsets of P1..Pd from P0 (a
+ * quadratic through its elevation to a cubic), so that a curve of equal points is that point
  * (docs/bezier.md gives the exact operations). Every backend and variant performs the same IEEE
  * operations, its fused multiply-adds written out, so the CPU and the GPU give the same bytes.
  *

@@ -19,13 +19,15 @@
  *     1..max_points-1 with (k * M) / (8 * s * s) <= tolerance (each operation rounded once;
  *     the test is monotone in s, found by bisection); m = s + 1, or max_points (capped) when no
  *     such s exists.
- * The vertex evaluation (float): r = 1 / (float)(m - 1) (once a curve), u = (float)i * r,
- *   v = 1 - u. Degree 1: v x0 + u x1, each product and the sum rounded. Degree 3: the Bernstein
- *   basis b0 = (v v) v, b1 = 3 ((v v) u), b2 = 3 (v (u u)), b3 = (u u) u, summed with fused
- *   multiply-adds: fma(b3, x3, fma(b2, x2, fma(b1, x1, b0 x0))). Degree 2 is evaluated as the
- *   cubic of its degree elevation: Q0 = P0, Q1 = fma(P0, t, P1 * s), Q2 = fma(P2, t, P1 * s),
- *   Q3 = P2, with t = 1/3 and s = 2/3 rounded down to float (so that t + s < 1 and nothing
- *   overflows). Vertex 0 is P0 and vertex m-1 is Pd, copied.
+ * The vertex evaluation (float), relative to P0 (so that a curve whose points are all equal, or
+ *   equal in one coordinate, gives exactly that point or coordinate): r = 1 / (float)(m - 1)
+ *   (once a curve), u = (float)i * r, v = 1 - u. Degree 1: fma(u, x1 - x0, x0). Degree 3: the
+ *   offsets e_k = x_k - x0 and the Bernstein weights b1 = 3 ((v v) u), b2 = 3 (v (u u)),
+ *   b3 = (u u) u, summed with fused multiply-adds: fma(b3, e3, fma(b2, e2, fma(b1, e1, x0))).
+ *   Degree 2 is evaluated as the cubic of its degree elevation, whose offsets are
+ *   e1 = (x1 - x0) s, e2 = fma(x2 - x0, t, e1), e3 = x2 - x0, with s = 2/3 and t = 1/3 rounded
+ *   to nearest float. Vertex 0 is P0 and vertex m-1 is Pd, copied. Coordinates are at most
+ *   GROVE_BEZIER_MAX_COORD in magnitude (validated), so no step overflows.
  */
 #ifndef GROVE_BEZIER_INTERNAL_H
 #define GROVE_BEZIER_INTERNAL_H
@@ -202,70 +204,63 @@ GROVE__BZ_FN float grove__bz_u(uint32_t i, uint32_t m)
     return GROVE__BZ_FMUL((float)i, grove__bz_step(m));
 }
 
-/* The Bernstein basis of degree d (1 or 3) at parameter u into b[0..3] (unused entries 0); this
- * function is the only place it is computed (degree 2 goes through its elevation). */
-GROVE__BZ_FN void grove__bz_basis(int d, float u, float *b)
+/* The cubic Bernstein weights of P1, P2, P3 at parameter u into b[0..2]: 3 v^2 u, 3 v u^2, u^3
+ * (v = 1 - u). P0's weight is not needed: a vertex is P0 plus the weighted offsets of the other
+ * points from P0. This function is the only place the weights are computed. */
+GROVE__BZ_FN void grove__bz_weights(float u, float *b)
 {
     const float v = GROVE__BZ_FSUB(1.0f, u);
-    b[2] = 0.0f;
-    b[3] = 0.0f;
-    if (d == 1) {
-        b[0] = v;
-        b[1] = u;
+    const float vv = GROVE__BZ_FMUL(v, v);
+    const float uu = GROVE__BZ_FMUL(u, u);
+    const float vvu = GROVE__BZ_FMUL(vv, u);
+    const float vuu = GROVE__BZ_FMUL(v, uu);
+    b[0] = GROVE__BZ_FMUL(3.0f, vvu);
+    b[1] = GROVE__BZ_FMUL(3.0f, vuu);
+    b[2] = GROVE__BZ_FMUL(uu, u);
+}
+
+/* One coordinate of a cubic vertex: p0 + b1 e1 + b2 e2 + b3 e3, three fused multiply-adds. */
+GROVE__BZ_FN float grove__bz_sum(const float *b, float p0, float e1, float e2, float e3)
+{
+    return GROVE__BZ_FMA(b[2], e3, GROVE__BZ_FMA(b[1], e2, GROVE__BZ_FMA(b[0], e1, p0)));
+}
+
+/* The offsets e1, e2, e3 into e[0..2] of coordinate a (0: x, 1: y) of a curve of degree 2 or 3,
+ * the cubic form's: degree 3, Pk - P0; degree 2, those of its elevation to a cubic (Q1 - Q0 =
+ * 2/3 (P1 - P0), Q2 - Q0 = 2/3 (P1 - P0) + 1/3 (P2 - P0), Q3 - Q0 = P2 - P0) with 2/3 and 1/3
+ * rounded to nearest. Below GROVE_BEZIER_MAX_COORD nothing overflows. */
+#define GROVE__BZ_THIRD 0x1.555556p-2f      /* 1/3 rounded to nearest */
+#define GROVE__BZ_TWO_THIRDS 0x1.555556p-1f /* 2/3 rounded to nearest */
+GROVE__BZ_FN void grove__bz_offsets(const float *cp, int d, int a, float *e)
+{
+    const float p0 = cp[a];
+    if (d == 3) {
+        e[0] = GROVE__BZ_FSUB(cp[2 + a], p0);
+        e[1] = GROVE__BZ_FSUB(cp[4 + a], p0);
+        e[2] = GROVE__BZ_FSUB(cp[6 + a], p0);
     } else {
-        const float vv = GROVE__BZ_FMUL(v, v);
-        const float uu = GROVE__BZ_FMUL(u, u);
-        const float vvu = GROVE__BZ_FMUL(vv, u);
-        const float vuu = GROVE__BZ_FMUL(v, uu);
-        b[0] = GROVE__BZ_FMUL(vv, v);
-        b[1] = GROVE__BZ_FMUL(3.0f, vvu);
-        b[2] = GROVE__BZ_FMUL(3.0f, vuu);
-        b[3] = GROVE__BZ_FMUL(uu, u);
+        const float d1 = GROVE__BZ_FSUB(cp[2 + a], p0);
+        const float d2 = GROVE__BZ_FSUB(cp[4 + a], p0);
+        e[0] = GROVE__BZ_FMUL(d1, GROVE__BZ_TWO_THIRDS);
+        e[1] = GROVE__BZ_FMA(d2, GROVE__BZ_THIRD, e[0]);
+        e[2] = d2;
     }
 }
 
-/* One coordinate of the cubic with control coordinates x0..x3 at basis b. */
-GROVE__BZ_FN float grove__bz_sum3(const float *b, float x0, float x1, float x2, float x3)
-{
-    return GROVE__BZ_FMA(
-        b[3], x3, GROVE__BZ_FMA(b[2], x2, GROVE__BZ_FMA(b[1], x1, GROVE__BZ_FMUL(b[0], x0))));
-}
-
-/* The elevation's inner points (t = 1/3, s = 2/3, both rounded down): q1 = fma(p0, t, p1 s),
- * q2 = fma(p2, t, p1 s), for one coordinate. */
-#define GROVE__BZ_THIRD 0x1.555554p-2f      /* 0.333333313..., below 1/3 */
-#define GROVE__BZ_TWO_THIRDS 0x1.555554p-1f /* 0.666666627..., below 2/3 */
-GROVE__BZ_FN void grove__bz_elevate(float p0, float p1, float p2, float *q1, float *q2)
-{
-    const float s1 = GROVE__BZ_FMUL(p1, GROVE__BZ_TWO_THIRDS);
-    *q1 = GROVE__BZ_FMA(p0, GROVE__BZ_THIRD, s1);
-    *q2 = GROVE__BZ_FMA(p2, GROVE__BZ_THIRD, s1);
-}
-
-/* An inner vertex of a curve of degree d (1..3) at parameter u; writes x, y to xy[0], xy[1]. */
+/* An inner vertex of a curve of degree d (1..3) at parameter u; writes x, y to xy[0], xy[1].
+ * Degree 1: P0 + u (P1 - P0), one fused multiply-add. */
 GROVE__BZ_FN void grove__bz_inner(const float *cp, int d, float u, float *xy)
 {
-    float b[4];
+    float b[3], e[3];
     if (d == 1) {
-        grove__bz_basis(1, u, b);
-        for (int a = 0; a < 2; a++) {
-            /* separate statements: a compiler that contracts within an expression (clang's
-             * default) must not fuse these */
-            const float t0 = GROVE__BZ_FMUL(b[0], cp[a]);
-            const float t1 = GROVE__BZ_FMUL(b[1], cp[2 + a]);
-            xy[a] = GROVE__BZ_FADD(t0, t1);
-        }
+        for (int a = 0; a < 2; a++)
+            xy[a] = GROVE__BZ_FMA(u, GROVE__BZ_FSUB(cp[2 + a], cp[a]), cp[a]);
         return;
     }
-    grove__bz_basis(3, u, b);
+    grove__bz_weights(u, b);
     for (int a = 0; a < 2; a++) {
-        if (d == 3) {
-            xy[a] = grove__bz_sum3(b, cp[a], cp[2 + a], cp[4 + a], cp[6 + a]);
-        } else {
-            float q1, q2;
-            grove__bz_elevate(cp[a], cp[2 + a], cp[4 + a], &q1, &q2);
-            xy[a] = grove__bz_sum3(b, cp[a], q1, q2, cp[4 + a]);
-        }
+        grove__bz_offsets(cp, d, a, e);
+        xy[a] = grove__bz_sum(b, cp[a], e[0], e[1], e[2]);
     }
 }
 
@@ -288,11 +283,11 @@ GROVE__BZ_FN void grove__bz_vertex(const float *cp, uint8_t degree, uint32_t i, 
 }
 
 /* All m (>= 2) vertices of a curve into xy (2 m floats): grove__bz_vertex's values, with the
- * parameter step and a quadratic's elevation computed once for the curve. */
+ * parameter step and the offsets computed once for the curve. */
 GROVE__BZ_FN void grove__bz_curve(const float *cp, uint8_t degree, uint32_t m, float *xy)
 {
     const int d = grove__bz_degree(degree);
-    float c[8], b[4];
+    float e[6], b[3];
     xy[0] = cp[0];
     xy[1] = cp[1];
     xy[2 * (m - 1)] = cp[2 * d];
@@ -300,31 +295,20 @@ GROVE__BZ_FN void grove__bz_curve(const float *cp, uint8_t degree, uint32_t m, f
     if (m <= 2) return;
     const float r = grove__bz_step(m);
     if (d == 1) {
+        const float dx = GROVE__BZ_FSUB(cp[2], cp[0]), dy = GROVE__BZ_FSUB(cp[3], cp[1]);
         for (uint32_t i = 1; i + 1 < m; i++) {
-            grove__bz_basis(1, GROVE__BZ_FMUL((float)i, r), b);
-            for (int a = 0; a < 2; a++) {
-                const float t0 = GROVE__BZ_FMUL(b[0], cp[a]);
-                const float t1 = GROVE__BZ_FMUL(b[1], cp[2 + a]);
-                xy[2 * i + a] = GROVE__BZ_FADD(t0, t1);
-            }
+            const float u = GROVE__BZ_FMUL((float)i, r);
+            xy[2 * i] = GROVE__BZ_FMA(u, dx, cp[0]);
+            xy[2 * i + 1] = GROVE__BZ_FMA(u, dy, cp[1]);
         }
         return;
     }
-    for (int a = 0; a < 2; a++) {
-        c[a] = cp[a];
-        if (d == 3) {
-            c[2 + a] = cp[2 + a];
-            c[4 + a] = cp[4 + a];
-            c[6 + a] = cp[6 + a];
-        } else {
-            grove__bz_elevate(cp[a], cp[2 + a], cp[4 + a], &c[2 + a], &c[4 + a]);
-            c[6 + a] = cp[4 + a];
-        }
-    }
+    grove__bz_offsets(cp, d, 0, e);
+    grove__bz_offsets(cp, d, 1, e + 3);
     for (uint32_t i = 1; i + 1 < m; i++) {
-        grove__bz_basis(3, GROVE__BZ_FMUL((float)i, r), b);
-        for (int a = 0; a < 2; a++)
-            xy[2 * i + a] = grove__bz_sum3(b, c[a], c[2 + a], c[4 + a], c[6 + a]);
+        grove__bz_weights(GROVE__BZ_FMUL((float)i, r), b);
+        xy[2 * i] = grove__bz_sum(b, cp[0], e[0], e[1], e[2]);
+        xy[2 * i + 1] = grove__bz_sum(b, cp[1], e[3], e[4], e[5]);
     }
 }
 
@@ -361,10 +345,10 @@ grove_status grove__bz_tessellate_cpu(grove_ctx *ctx, const grove_curves *in,
  * a step (one 16-byte store). A chunk's slots find their curve without a search: every curve
  * starting in the chunk sets its slot's bit, and the curve of a slot is the curve of the chunk's
  * previous slot plus the number of bits up to it (a block-wide count, double-buffered so that a
- * chunk costs three barriers). A vertex is computed in registers from its curve's staged control
- * points and parameter step with grove__bz_inner's degree-3 operations, in the same order (a
- * quadratic is elevated to a cubic in the staging first, as grove__bz_inner does): the bytes are
- * the CPU's. (Until 2026-11-28 the basis was tabled per block, one 16-byte shared load a vertex;
+ * chunk costs three barriers). A vertex is computed in registers from its curve's staging and
+ * parameter step with grove__bz_inner's degree-3 operations, in the same order (the staging holds
+ * P0, grove__bz_offsets' e1 and e2 and the end point, written in place before the chunks): the
+ * bytes are the CPU's. (Until 2026-11-28 the basis was tabled per block, one 16-byte shared load a vertex;
  * docs/bezier-gpu.md.) */
 namespace grove_bzk
 {
@@ -407,8 +391,9 @@ enum { S_CAPPED = 0, S_FAILED, S_ERR, S_LAUNCHES, S_BIG, S_TOTAL, S_COUNT };
 
 /* One tile's staging. */
 struct TileSmem {
-    float4 cp[kCpUnits]; /* curve j at cp_unit(j), cp_unit(j) + 1; tile_write elevates the
-                          * quadratics it writes to cubics in place */
+    float4 cp[kCpUnits]; /* curve j at cp_unit(j), cp_unit(j) + 1; tile_write replaces the
+                          * points of the curves its loop writes by their cubic form's offsets
+                          * (P0, e1, e2, the end point), in place */
     uint2 rec[kC];       /* tile_write's record of each curve (kRecM and below) */
     float step[kC];      /* tile_write: each written curve's parameter step, grove__bz_step */
     uint32_t off[kC + 1];
@@ -488,33 +473,36 @@ static_assert(GROVE_BEZIER_MAX_POINTS < (1 << 13), "m fits tile_write's record")
 constexpr uint32_t kRecM = (1u << 13) - 1u, kRecCub = 1u << 23, kRecSkipN = 1u << 24,
                    kRecSkip = 1u << 31;
 
-/* Vertex i of the cubic (control points a = (x0, y0, x1, y1), b = (x2, y2, x3, y3)) at parameter
- * step r: grove__bz_inner's degree-3 arithmetic, operation for operation. */
-__device__ __forceinline__ float2 tile_cubic(float4 a, float4 b, float r, uint32_t i)
+/* Vertex i of a written curve at parameter step r, from its staging a = (x0, y0, e1x, e1y),
+ * b = (e2x, e2y, end x, end y) and e3 = end - P0: grove__bz_inner's degree-3 arithmetic,
+ * operation for operation. */
+__device__ __forceinline__ float2 tile_cubic(float4 a, float4 b, float2 e3, float r, uint32_t i)
 {
     const float u = __fmul_rn((float)i, r);
     const float v = __fsub_rn(1.0f, u);
     const float vv = __fmul_rn(v, v), uu = __fmul_rn(u, u);
-    const float b0 = __fmul_rn(vv, v), b1 = __fmul_rn(3.0f, __fmul_rn(vv, u));
+    const float b1 = __fmul_rn(3.0f, __fmul_rn(vv, u));
     const float b2 = __fmul_rn(3.0f, __fmul_rn(v, uu)), b3 = __fmul_rn(uu, u);
     float2 p;
-    p.x = __fmaf_rn(b3, b.z, __fmaf_rn(b2, b.x, __fmaf_rn(b1, a.z, __fmul_rn(b0, a.x))));
-    p.y = __fmaf_rn(b3, b.w, __fmaf_rn(b2, b.y, __fmaf_rn(b1, a.w, __fmul_rn(b0, a.y))));
+    p.x = __fmaf_rn(b3, e3.x, __fmaf_rn(b2, b.x, __fmaf_rn(b1, a.z, a.x)));
+    p.y = __fmaf_rn(b3, e3.y, __fmaf_rn(b2, b.y, __fmaf_rn(b1, a.w, a.y)));
     return p;
 }
 
-/* Vertices i and i + 1 of a written curve (a cubic, or a quadratic elevated to one in the
- * staging; control points a, b; m vertices; parameter step r) into out (x, y, x, y). i may be
- * ~0u and i + 1 may be m: the values are then never written. */
+/* Vertices i and i + 1 of a written curve (staging a, b as tile_cubic's; m vertices; parameter
+ * step r) into out (x, y, x, y). i may be ~0u and i + 1 may be m: the values are then never
+ * written. */
 __device__ __forceinline__ void tile_pair(float4 a, float4 b, float r, uint32_t m, uint32_t i,
                                           float4 &out)
 {
-    float2 p = tile_cubic(a, b, r, i);
+    /* grove__bz_offsets' e3 (the end point less P0, for both degrees), once for the pair */
+    const float2 e3 = make_float2(__fsub_rn(b.z, a.x), __fsub_rn(b.w, a.y));
+    float2 p = tile_cubic(a, b, e3, r, i);
     if (i + 1u == m) p.x = b.z, p.y = b.w;
     if (i == 0u) p.x = a.x, p.y = a.y;
     out.x = p.x;
     out.y = p.y;
-    p = tile_cubic(a, b, r, i + 1u);
+    p = tile_cubic(a, b, e3, r, i + 1u);
     if (i + 2u == m) p.x = b.z, p.y = b.w;
     if (i + 1u == 0u) p.x = a.x, p.y = a.y;
     out.z = p.x;
@@ -538,7 +526,7 @@ __device__ __forceinline__ void st_v2(float *p, float x, float y)
  * of curves with m >= big (the cdp variant gives those a child grid of their own). kAligned: d_xy
  * is 8-byte aligned; the pairs then start one vertex early when needed so that a pair's first
  * vertex is 16-byte aligned. The main loop has no branch on the curve: it writes quadratics
- * (elevated first, in place) and cubics of 3 or more vertices; the rest (lines, m = 2) are
+ * and cubics of 3 or more vertices (both in the cubic form's staging); the rest (lines, m = 2) are
  * written after it by a slow pass, a warp per curve, with grove__bz_vertex. All threads call it.
  */
 template <bool kAligned, int kPer, bool kNamed = false>
@@ -574,19 +562,20 @@ __device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 ca
             if (k < kCPT && j < C && !fast && m < big) slow |= 1u << k;
             if (k < kCPT && j < C) s.step[j] = tab ? grove__bz_step(m) : 0.0f;
             if (k < kCPT && j < C && tab) {
-                if (d == 2) { /* the quadratic as the cubic of its elevation, in place */
-                    float *c = reinterpret_cast<float *>(&s.cp[cp_unit(j)]);
-                    float q[4];
-                    grove__bz_elevate(c[0], c[2], c[4], &q[0], &q[2]);
-                    grove__bz_elevate(c[1], c[3], c[5], &q[1], &q[3]);
-                    const float x2 = c[4], y2 = c[5];
-                    c[2] = q[0];
-                    c[3] = q[1];
-                    c[4] = q[2];
-                    c[5] = q[3];
-                    c[6] = x2;
-                    c[7] = y2;
-                }
+                /* the staging the main loop reads, in place: P0, the offsets e1 and e2 of the
+                 * cubic form (grove__bz_offsets; a quadratic's are its elevation's), the end
+                 * point (e3 is the end less P0, computed in the loop) */
+                float *c = reinterpret_cast<float *>(&s.cp[cp_unit(j)]);
+                float ex[3], ey[3];
+                grove__bz_offsets(c, d, 0, ex);
+                grove__bz_offsets(c, d, 1, ey);
+                const float endx = c[2 * d], endy = c[2 * d + 1];
+                c[2] = ex[0];
+                c[3] = ey[0];
+                c[4] = ex[1];
+                c[5] = ey[1];
+                c[6] = endx;
+                c[7] = endy;
             }
         }
         /* a record past C (the second of an odd tail) holds junk and is never read */
