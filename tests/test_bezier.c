@@ -251,7 +251,7 @@ static int check(const char *what, const grove_curves *in, const grove_bezier_op
         }
         /* a coordinate that all the control points share is every vertex's, exactly (a point
          * curve is that point; a horizontal or vertical segment stays on its line) */
-        for (int a = 0; a < 2 && !bad; a++) {
+        for (int a = 0; a < 2; a++) {
             int same = 1;
             for (int k = 1; k <= d; k++) same &= p[2 * k + a] == p[a];
             for (uint64_t i = 0; same && i < m; i++)

@@ -87,7 +87,7 @@ template <typename F> auto writer_dispatch(bool al, bool k8, F &&f)
     return k8 ? f(N(), P8()) : f(N(), P16());
 }
 
-/* Shared memory of the single pass besides the tile (TileSmem) and the basis (BasisSmem). */
+/* Shared memory of the single pass besides the tile's staging (TileSmem). */
 struct FusedSmem {
     u64 prefix;
     int id[2];
@@ -96,8 +96,8 @@ struct FusedSmem {
 
 /* One tile of the single pass (decoupled look-back, Merrill & Garland, with prim's tile states):
  * stages tile `id`'s curves, counts them, scans the counts, publishes the tile's total and looks
- * back for the vertices before it, writes the tile's offsets and then its vertices below cap
- * (bt: the basis table, filled). The last tile writes off[n] and the total into st[S_TOTAL].
+ * back for the vertices before it, writes the tile's offsets and then its vertices below cap.
+ * The last tile writes off[n] and the total into st[S_TOTAL].
  * With `next` (persistent blocks, early mode), warp 0 takes the block's next tile id into
  * f.id[nb] as soon as this tile's inclusive value is published and asks L2 for its curves, so
  * that they arrive while this tile is written. */
@@ -200,8 +200,7 @@ fused_tile(TileSmem &s, FusedSmem &f, int id, int nb, bool next, const float *__
 }
 
 /* The single pass, a block a tile: a block takes the next tile id (so tile i only ever waits for
- * tiles < i that are already running: no deadlock whatever the scheduling) and runs fused_tile,
- * filling its basis table beside the staging when it writes vertices. */
+ * tiles < i that are already running: no deadlock whatever the scheduling) and runs fused_tile. */
 template <bool kAligned, int kPer>
 __global__ void __launch_bounds__(kT, 5)
     bz_fused(const float *__restrict__ cp, const uint8_t *__restrict__ deg, u64 n, grove__bz_rule r,
@@ -217,9 +216,9 @@ __global__ void __launch_bounds__(kT, 5)
                                counter, ts, st);
 }
 
-/* The single pass with persistent blocks (as many as fit at once): a block fills the basis table
- * once and takes tiles until none is left, so the table costs one fill a block instead of one a
- * tile. Tile ids still come from the counter in order, so the look-back cannot deadlock whatever
+/* The single pass with persistent blocks (as many as fit at once): a block takes tiles until none
+ * is left (one launch of as many blocks as fit, the tile's shared memory set up once a block).
+ * Tile ids still come from the counter in order, so the look-back cannot deadlock whatever
  * the number of resident blocks. early: take the next tile id when this tile's prefix is
  * published and prefetch its curves into L2 (else: take it when this tile is written). */
 template <bool kAligned, int kPer>
