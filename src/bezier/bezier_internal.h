@@ -21,9 +21,11 @@
  *     such s exists.
  * The vertex evaluation (float), relative to P0 (so that a curve whose points are all equal, or
  *   equal in one coordinate, gives exactly that point or coordinate, -0 as +0):
- *   r = 1 / (float)(m - 1) (once a curve), u = (float)i * r, v = 1 - u. Degree 1:
- *   fma(u, x1 - x0, x0). Degree 3: the offsets e_k = x_k - x0 and the Bernstein weights b1 = 3 ((v v) u), b2 = 3 (v (u u)),
- *   b3 = (u u) u, summed with fused multiply-adds: fma(b3, e3, fma(b2, e2, fma(b1, e1, x0))).
+ *   r = 1 / (float)(m - 1) (once a curve), u = (float)i * r, v = 1 - u.
+ *   Degree 1: fma(u, x1 - x0, x0).
+ *   Degree 3: the offsets e_k = x_k - x0 and the Bernstein weights b1 = 3 ((v v) u),
+ *   b2 = 3 (v (u u)), b3 = (u u) u, summed with fused multiply-adds:
+ *   fma(b3, e3, fma(b2, e2, fma(b1, e1, x0))).
  *   Degree 2 is evaluated as the cubic of its degree elevation, whose offsets are
  *   e1 = (x1 - x0) s, e2 = fma(x2 - x0, t, e1), e3 = x2 - x0, with s = 2/3 and t = 1/3 rounded
  *   to nearest float. Vertex 0 is P0 and vertex m-1 is Pd, copied. Coordinates are at most
