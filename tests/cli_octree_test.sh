@@ -80,6 +80,12 @@ fi
 if expect 2 "build <missing file>" "$G" octree build "$tmp/missing.csv" -o "$d" $B; then
     err_has "missing.csv"
 fi
+# a line over the text reader's 1 MiB limit (a binary file read as text) is bad input too
+awk 'BEGIN { for (i = 0; i < 110000; i++) printf "1234567890" }' >"$tmp/long.xyz"
+if expect 2 "build <line over 1 MiB>" "$G" octree build "$tmp/long.xyz" -o "$d" $B; then
+    err_has "long.xyz:1: line is longer than 1048576 bytes"
+    out_empty
+fi
 printf 'LASF not really compressed' >"$tmp/cloud.laz"
 if expect 2 "build <.laz>" "$G" octree build "$tmp/cloud.laz" -o "$d" $B; then
     err_has "not supported"

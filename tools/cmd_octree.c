@@ -149,16 +149,19 @@ static int numbers(cli_parser *p, int count, double *out)
 
 static void report_input(const char *what, grove_status s, const grove_ctx *ctx)
 {
-    if (s == GROVE_ERR_BAD_INPUT || s == GROVE_ERR_IO || s == GROVE_ERR_UNSUPPORTED)
+    if (s == GROVE_ERR_BAD_INPUT || s == GROVE_ERR_IO || s == GROVE_ERR_UNSUPPORTED ||
+        s == GROVE_ERR_LIMIT)
         cli_error(what, "%s", grove_ctx_last_error(ctx));
     else
         cli_report_status(what, "reading the input", s, ctx);
 }
 
-/* An input the tool cannot read is bad input, a format it does not support (LAZ) included. */
+/* An input the tool cannot read is bad input, a format it does not support (LAZ) and a line
+ * over the readers' limit included (as cli_read_points has it for the other commands). */
 static int input_exit(grove_status s)
 {
-    return s == GROVE_ERR_UNSUPPORTED ? CLI_EXIT_BAD_INPUT : cli_exit_code(s, CLI_CAUSE_INPUT);
+    return s == GROVE_ERR_UNSUPPORTED || s == GROVE_ERR_LIMIT ? CLI_EXIT_BAD_INPUT
+                                                              : cli_exit_code(s, CLI_CAUSE_INPUT);
 }
 
 /* ---- build ---- */
