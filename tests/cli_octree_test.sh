@@ -65,11 +65,18 @@ for args in "octree" "octree frobnicate" "octree build" "octree build $tmp/pts.c
 done
 [ ! -e "$d" ] || { name="usage errors"; fail "$d was created by a usage error"; }
 
-# an option out of range for another (the library's check): usage error too
+# an option out of range for another (the library's check): usage error too, found before the
+# input is read (a missing input is not reported) and before the directory is created
 if expect 1 "build --max-depth 29 --lod-grid 128" "$G" octree build "$tmp/pts.csv" -o "$d" \
     --max-depth 29 --lod-grid 128 $B; then
     err_has "max_depth"
 fi
+if expect 1 "build <missing file> --max-depth 25" "$G" octree build "$tmp/missing.csv" \
+    -o "$d/sub" --max-depth 25 $B; then
+    err_has "max_depth must be 0..23"
+    out_empty
+fi
+[ ! -e "$d" ] || { name="option conflict"; fail "$d was created by a usage error"; }
 
 # ---- bad input: exit 2, the message names the file ----
 printf 'x,y,z\n1,2,3\n4,oops,6\n' >"$tmp/bad.csv"
@@ -96,6 +103,24 @@ fi
 if expect 2 "export <missing directory>" "$G" octree export "$tmp/nowhere" --level 1 \
     -o "$tmp/x.ply"; then
     err_has "metadata.json: cannot open"
+fi
+
+[ ! -e "$d" ] || { name="bad input"; fail "$d was left behind by a failed build"; }
+# directories the build made (parents included) go again; one that existed stays as it was
+if expect 2 "build <malformed csv> -o <new nested directory>" "$G" octree build "$tmp/bad.csv" \
+    -o "$tmp/new/deep/dir/" $B; then
+    [ ! -e "$tmp/new" ] || fail "$tmp/new was left behind"
+fi
+mkdir "$tmp/old"
+: >"$tmp/old/keep"
+if expect 2 "build <malformed csv> -o <existing directory>" "$G" octree build "$tmp/bad.csv" \
+    -o "$tmp/old" $B; then
+    [ -f "$tmp/old/keep" ] || fail "the existing directory lost its file"
+fi
+if expect 2 "build <malformed csv> -o <new directory in an existing one>" "$G" octree build \
+    "$tmp/bad.csv" -o "$tmp/old/sub" $B; then
+    [ -d "$tmp/old" ] && [ -f "$tmp/old/keep" ] && [ ! -e "$tmp/old/sub" ] ||
+        fail "$tmp/old/sub left behind, or $tmp/old touched"
 fi
 
 # ---- runtime: an output directory that cannot be created ----

@@ -194,8 +194,19 @@ typedef struct cli_outfile {
     char *tmp_path; /* temporary name in the same directory */
 } cli_outfile;
 
-/* Creates dir and its missing parents (like mkdir -p). Returns 0, or -1 with errno set. */
+/* Creates dir and its missing parents (like mkdir -p). Returns 0, or -1 with errno set (and
+ * the directories it made removed again). */
 int cli_mkdirs(const char *dir);
+
+/* cli_mkdirs(), and *created receives the topmost directory it made (a new string, a leading
+ * part of dir, that the caller frees), or NULL when every directory existed. On failure
+ * *created is NULL and the directories it made are removed again (as by cli_mkdirs). */
+int cli_mkdirs_new(const char *dir, char **created);
+
+/* Undoes cli_mkdirs_new() after a failure: removes dir and its parents up to and including
+ * `created`, each only if it is empty (rmdir). Does nothing when created is NULL, so a
+ * directory that existed before is never removed. */
+void cli_rmdirs_new(const char *dir, const char *created);
 
 /* Opens a temporary file for `path`. Returns 0, or -1 after printing why (as `what`). */
 int cli_outfile_open(cli_outfile *o, const char *path, const char *what);

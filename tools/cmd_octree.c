@@ -4,9 +4,11 @@
  * (grove.octree); answers box and radius queries from that copy; exports the points a viewer
  * draws at one level of detail as PLY.
  *
- * Inputs that cannot be read, including LAZ (compressed, not supported), exit 2; the output
- * directory is created and tried before any work; every file is written through a temporary
- * name, so that a failure never leaves a partial one.
+ * Inputs that cannot be read, including LAZ (compressed, not supported), exit 2. The options
+ * are checked first (the library's own check of them together), then the output directory is
+ * created and tried, before the input is read; every file is written through a temporary
+ * name, so that a failure never leaves a partial one, and a failed build removes the output
+ * directory again if it created it.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -166,6 +168,22 @@ static int input_exit(grove_status s)
 
 /* ---- build ---- */
 
+/* After a failed build: removes the output directory when this command created it (`created`
+ * from cli_mkdirs_new; NULL when it existed before, and then nothing is touched), with the
+ * files the build may have put there. */
+static void remove_new_dir(const char *dir, const char *created)
+{
+    static const char *const names[4] = {"metadata.json", "hierarchy.bin", "octree.bin",
+                                         "grove.octree"};
+    if (!created) return;
+    for (int k = 0; k < 4; k++) {
+        char *path = cli_path_join(dir, names[k]);
+        if (path) remove(path);
+        free(path);
+    }
+    cli_rmdirs_new(dir, created);
+}
+
 typedef struct progress {
     int shown;
     double t0;
@@ -200,9 +218,9 @@ static int ot_build(int argc, char **argv)
     progress pr = {0, 0};
     double read_ms, build_ms, write_ms, t0;
     size_t leaves = 0, nn;
-    int json = 0, rc;
+    int json = 0, written = 0, rc;
     long v;
-    char desc[320];
+    char desc[320], *created = NULL;
 
     memset(&cloud, 0, sizeof cloud);
     grove_octree_default_opts(&opts);
@@ -240,21 +258,37 @@ static int ot_build(int argc, char **argv)
         cli_error(what, "--lod-grid: %d is not 0 or a power of two 2..1024", opts.lod_grid);
         return CLI_EXIT_USAGE;
     }
-    {
-        char *probe = cli_path_join(dir, "metadata.json");
-        int bad = !probe;
-        if (probe && cli_mkdirs(dir) != 0) {
-            cli_error(what, "cannot create the directory '%s': %s", dir, strerror(errno));
-            bad = 1;
-        } else if (probe) {
-            bad = cli_probe_output(probe, what) != 0;
-        }
-        free(probe);
-        if (bad) return CLI_EXIT_FAILURE;
-    }
 
     rc = cli_ctx_create(what, backend, &ctx);
     if (rc != CLI_EXIT_OK) return rc;
+    /* The options together (--max-depth against --lod-grid), by the build's own check, before
+     * the directory and the input are touched. */
+    s = grove_octree_check_opts(ctx, &opts);
+    if (s != GROVE_OK) {
+        cli_error(what, "%s (--max-depth %d, --lod-grid %d)", grove_ctx_last_error(ctx),
+                  opts.max_depth, opts.lod_grid);
+        rc = cli_exit_code(s, CLI_CAUSE_OPTIONS);
+        goto done;
+    }
+    {
+        char *probe = cli_path_join(dir, "metadata.json");
+        if (!probe) {
+            cli_error(what, "out of host memory");
+        } else if (cli_mkdirs_new(dir, &created) != 0) {
+            cli_error(what, "cannot create the directory '%s': %s", dir, strerror(errno));
+            free(probe);
+            probe = NULL;
+        } else if (cli_probe_output(probe, what) != 0) {
+            free(probe);
+            probe = NULL;
+        }
+        if (!probe) {
+            rc = CLI_EXIT_FAILURE;
+            goto done;
+        }
+        free(probe);
+    }
+
     t0 = cli_now_ms();
     s = grove_cloud_read(ctx, input, GROVE_CLOUD_AUTO, &cloud);
     read_ms = cli_now_ms() - t0;
@@ -273,8 +307,7 @@ static int ot_build(int argc, char **argv)
     if (pr.shown) fputc('\n', stderr);
     if (s != GROVE_OK) {
         cli_report_status(what, "building the tree", s, ctx);
-        /* INVALID_ARG: an option out of range for the others (--max-depth with --lod-grid) */
-        rc = cli_exit_code(s, CLI_CAUSE_OPTIONS);
+        rc = cli_exit_code(s, CLI_CAUSE_RUN);
         goto done;
     }
     t0 = cli_now_ms();
@@ -285,6 +318,7 @@ static int ot_build(int argc, char **argv)
         rc = cli_exit_code(s, CLI_CAUSE_RUN);
         goto done;
     }
+    written = 1;
 
     nn = grove_octree_num_nodes(t);
     for (size_t i = 0; i < nn; i++) leaves += grove_octree_nodes(t)[i].child_mask == 0;
@@ -337,6 +371,8 @@ static int ot_build(int argc, char **argv)
         rc = CLI_EXIT_FAILURE;
     }
 done:
+    if (!written) remove_new_dir(dir, created);
+    free(created);
     grove_octree_destroy(t);
     grove_cloud_free(&cloud);
     grove_ctx_destroy(ctx);
