@@ -177,6 +177,32 @@ if expect 0 "query --box (everything)" "$G" octree query "$d" --box -1 -1 -1 65 
         fail "not 0 .. n-1"
 fi
 
+# infinite bounds and an infinite radius (the library takes them); NaN is a usage error
+for q in "--box -inf -inf -inf inf inf inf" "--box -Infinity -1 -INF 65 inf 65" \
+    "--radius 20 20 20 inf"; do
+    # shellcheck disable=SC2086
+    if expect 0 "query $q" "$G" octree query "$d" $q $B; then
+        [ "$(wc -l <"$tmp/out")" -eq "$n" ] || fail "not every point"
+    fi
+done
+if expect 0 "query --box (infinite, one side)" "$G" octree query "$d" \
+    --box 19.75 20 20.125 20.25 20.375 inf $B; then
+    awk -F, 'NR > 1 && $1 >= 19.75 && $1 <= 20.25 && $2 >= 20 && $2 <= 20.375 && $3 >= 20.125 {
+        print NR - 2 }' "$tmp/pts.csv" >"$tmp/half.want"
+    cmp -s "$tmp/out" "$tmp/half.want" || fail "result differs from brute force"
+fi
+if expect 1 "query --box with NaN" "$G" octree query "$d" --box 0 0 0 1 nan 1 $B; then
+    err_has "^grove: octree query: --box: 'nan' is NaN"
+    out_empty
+fi
+for q in "--radius inf 0 0 1" "--radius 0 0 0 -inf" "--box 0 0 0 1 1 1e999"; do
+    # shellcheck disable=SC2086
+    if expect 1 "query $q" "$G" octree query "$d" $q $B; then
+        err_has "^grove: octree query: "
+        if grep -q ">= -inf" "$tmp/err"; then fail "odd message: $(cat "$tmp/err")"; fi
+    fi
+done
+
 # export: every level until the whole cloud
 if expect 0 "export --level 0" "$G" octree export "$d" --level 0 -o "$tmp/l0.ply"; then
     out_has "^wrote [0-9]* points of level 0"

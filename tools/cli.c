@@ -206,7 +206,18 @@ int cli_int(cli_parser *p, long lo, long hi, long *out)
     return 0;
 }
 
-int cli_double(cli_parser *p, double lo, double hi, double *out)
+/* 1 if s spells an infinity as strtod reads it ("inf", "-Infinity", ...), 0 for a number that
+ * is only too large for a double ("1e999"). */
+static int spells_infinity(const char *s)
+{
+    while (*s == '+' || *s == '-') s++;
+    return (s[0] == 'i' || s[0] == 'I') && (s[1] == 'n' || s[1] == 'N') &&
+           (s[2] == 'f' || s[2] == 'F');
+}
+
+/* cli_double() and cli_double_inf(): infinities (spelled inf or infinity) are accepted only
+ * when allow_inf, and then within [lo, hi] as any other value. */
+static int parse_double(cli_parser *p, double lo, double hi, int allow_inf, double *out)
 {
     char *end;
     double v;
@@ -217,17 +228,42 @@ int cli_double(cli_parser *p, double lo, double hi, double *out)
         cli_error(p->what, "%.*s: '%s' is not a number", len, p->arg, p->val);
         return p->exit = CLI_EXIT_USAGE;
     }
-    if (!isfinite(v) || v < lo || v > hi) {
+    if (isnan(v)) {
+        cli_error(p->what, "%.*s: '%s' is NaN, not a number", len, p->arg, p->val);
+        return p->exit = CLI_EXIT_USAGE;
+    }
+    if (isinf(v) && !spells_infinity(p->val)) {
+        cli_error(p->what, "%.*s: '%s' is too large for a double", len, p->arg, p->val);
+        return p->exit = CLI_EXIT_USAGE;
+    }
+    if (isinf(v) && !allow_inf) {
+        cli_error(p->what, "%.*s: '%s' is infinite, a finite number is needed", len, p->arg,
+                  p->val);
+        return p->exit = CLI_EXIT_USAGE;
+    }
+    if (v < lo || v > hi) {
         if (isinf(hi))
-            cli_error(p->what, "%.*s: '%s' is not a finite number >= %g", len, p->arg, p->val,
+            cli_error(p->what, "%.*s: '%s' is out of range (must be >= %g)", len, p->arg, p->val,
                       lo);
-        else
-            cli_error(p->what, "%.*s: '%s' is out of range [%g, %g]", len, p->arg, p->val, lo,
+        else if (isinf(lo))
+            cli_error(p->what, "%.*s: '%s' is out of range (must be <= %g)", len, p->arg, p->val,
                       hi);
+        else
+            cli_error(p->what, "%.*s: '%s' is out of range [%g, %g]", len, p->arg, p->val, lo, hi);
         return p->exit = CLI_EXIT_USAGE;
     }
     *out = v;
     return 0;
+}
+
+int cli_double(cli_parser *p, double lo, double hi, double *out)
+{
+    return parse_double(p, lo, hi, 0, out);
+}
+
+int cli_double_inf(cli_parser *p, double lo, double hi, double *out)
+{
+    return parse_double(p, lo, hi, 1, out);
 }
 
 int cli_backend(cli_parser *p, grove_backend *out)

@@ -146,9 +146,14 @@ int cli_size(cli_parser *p, size_t lo, size_t hi, size_t *out);
 /* Parses p->val as an integer in [lo, hi]. */
 int cli_int(cli_parser *p, long lo, long hi, long *out);
 
-/* Parses p->val as a finite decimal number in [lo, hi]; hi may be HUGE_VAL (no upper bound).
- * Returns 0, or CLI_EXIT_USAGE after printing why. */
+/* Parses p->val as a finite decimal number in [lo, hi]; hi may be HUGE_VAL (no upper bound),
+ * lo -HUGE_VAL (no lower bound). NaN, infinities and values too large for a double are
+ * refused, each with its own message. Returns 0, or CLI_EXIT_USAGE after printing why. */
 int cli_double(cli_parser *p, double lo, double hi, double *out);
+
+/* cli_double() that also takes an infinity spelled as strtod reads it (inf, -inf, Infinity,
+ * any case), within [lo, hi] like any value; NaN is still refused. */
+int cli_double_inf(cli_parser *p, double lo, double hi, double *out);
 
 /* Parses p->val as auto|cpu|cuda. */
 int cli_backend(cli_parser *p, grove_backend *out);

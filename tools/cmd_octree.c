@@ -89,8 +89,9 @@ static void usage_query(FILE *f)
                "distance R of (X, Y, Z), one per line, ascending.\n"
                "\n"
                "options:\n"
-               "  --box X0 Y0 Z0 X1 Y1 Z1  the box (a box with X0 > X1 is empty)\n"
-               "  --radius X Y Z R  the sphere (R >= 0)\n"
+               "  --box X0 Y0 Z0 X1 Y1 Z1  the box (a box with X0 > X1 is empty); a bound may\n"
+               "                  be inf or -inf (no limit on that side), not NaN\n"
+               "  --radius X Y Z R  the sphere: a finite centre, R >= 0 (inf: every point)\n"
                "  --backend B     auto (default: CUDA when a usable GPU is found), cpu or cuda\n"
                "  -h, --help      print this help and exit\n");
 }
@@ -130,8 +131,9 @@ static int output_option(cli_parser *p, const char **out)
 }
 
 /* Reads `count` numbers for an option matched by cli_value(): its value and the next count-1
- * arguments (which may start with '-'). */
-static int numbers(cli_parser *p, int count, double *out)
+ * arguments (which may start with '-'). Numbers from index inf_from on may be infinite (the
+ * queries take infinite box bounds and radii); NaN never. */
+static int numbers(cli_parser *p, int count, int inf_from, double *out)
 {
     const char *opt = p->arg;
     if (p->exit) return p->exit;
@@ -144,7 +146,8 @@ static int numbers(cli_parser *p, int count, double *out)
             }
             p->val = p->argv[p->i++];
         }
-        if (cli_double(p, -HUGE_VAL, HUGE_VAL, &out[j])) return p->exit;
+        if ((j >= inf_from ? cli_double_inf : cli_double)(p, -HUGE_VAL, HUGE_VAL, &out[j]))
+            return p->exit;
     }
     return 0;
 }
@@ -401,9 +404,10 @@ static int ot_query(int argc, char **argv)
         if (cli_help(&p))
             return CLI_EXIT_OK;
         else if (cli_value(&p, "--box")) {
-            if (!numbers(&p, 6, box)) have_box = 1;
+            if (!numbers(&p, 6, 0, box)) have_box = 1;
         } else if (cli_value(&p, "--radius")) {
-            if (!numbers(&p, 4, sphere)) have_radius = 1;
+            /* the centre finite, the radius may be inf */
+            if (!numbers(&p, 4, 3, sphere)) have_radius = 1;
             if (!p.exit && sphere[3] < 0) {
                 cli_error(what, "--radius: R must be >= 0, got %g", sphere[3]);
                 p.exit = CLI_EXIT_USAGE;
