@@ -248,6 +248,16 @@ if expect 2 "export <malformed metadata.json>" "$G" octree export "$tmp/dd" --le
     err_has "metadata.json: line 1: malformed JSON"
 fi
 [ ! -e "$tmp/x.ply" ] || { name="failed export"; fail "x.ply written by a failed export"; }
+# a truncated octree.bin: the message names octree.bin as the short file
+rm -rf "$tmp/dd"
+cp -r "$d" "$tmp/dd"
+head -c $(($(wc -c <"$d/octree.bin") / 2)) "$d/octree.bin" >"$tmp/dd/octree.bin"
+if expect 2 "export <truncated octree.bin>" "$G" octree export "$tmp/dd" --level 1 \
+    -o "$tmp/x.ply"; then
+    err_has "^grove: octree export: $tmp/dd/octree.bin: [0-9]* bytes, but node r[0-7]* ($tmp/dd/hierarchy.bin) needs bytes [0-9]*\.\.[0-9]*$"
+    out_empty
+fi
+[ ! -e "$tmp/x.ply" ] || { name="failed export"; fail "x.ply written by a failed export"; }
 
 # ---- --device-mem-limit ----
 if expect 1 "--device-mem-limit 1x" "$G" --device-mem-limit 1x octree build "$tmp/pts.csv" \
