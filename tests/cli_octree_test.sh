@@ -310,6 +310,47 @@ else
     echo "$suite: no python3: the LAS builds are not checked"
 fi
 
+# ---- a CSV with colour and intensity columns, named by its header ----
+awk 'BEGIN {
+    srand(5); print "id,X,Y,Z,Intensity,Red,Green,Blue";
+    for (i = 0; i < 500; i++)
+        printf "%d,%d,%d,%d,%d,%d,%d,%d\n", i, i % 19, i % 23, i % 29, (131 * i) % 65536,
+            i % 256, (7 * i) % 256, 255 - i % 256;
+}' >"$tmp/col.csv"
+if expect 0 "build <CSV with colour>" "$G" octree build "$tmp/col.csv" -o "$tmp/dcsv" \
+    --max-points 16 $B; then
+    out_has "500 points, rgb, intensity"
+    grep -q '"name": "rgb"' "$tmp/dcsv/metadata.json" || fail "metadata.json lists no rgb"
+    grep -q '"name": "intensity"' "$tmp/dcsv/metadata.json" || fail "metadata.json lists no intensity"
+fi
+if expect 0 "export <CSV with colour>" "$G" octree export "$tmp/dcsv" --level 99 \
+    -o "$tmp/csvc.ply"; then
+    out_has "^wrote 500 points"
+    head -c 400 "$tmp/csvc.ply" | grep -q "property ushort red" || fail "csvc.ply has no colour"
+    head -c 400 "$tmp/csvc.ply" | grep -q "property ushort intensity" ||
+        fail "csvc.ply has no intensity"
+    # every exported point with its colour (8 bits scaled by 257) and intensity, as in the CSV
+    if [ "$have_python" -eq 1 ]; then
+        python3 -c 'import struct, sys
+b = open(sys.argv[1], "rb").read()
+end = b.index(b"end_header\n") + len(b"end_header\n")
+n = int(b[:end].split(b"element vertex ")[1].split()[0])
+got = sorted(struct.unpack_from("<3d4H", b, end + 32 * k) for k in range(n))
+want = []
+for line in open(sys.argv[2]).read().split()[1:]:
+    v = [int(f) for f in line.split(",")]
+    want.append((float(v[1]), float(v[2]), float(v[3]), 257 * v[5], 257 * v[6], 257 * v[7], v[4]))
+sys.exit(0 if got == sorted(want) else 1)' "$tmp/csvc.ply" "$tmp/col.csv" ||
+            fail "the exported points, colours or intensities differ from the CSV"
+    fi
+fi
+printf 'x,y,z,r,g,b\n1,2,3,10,20,30\n4,5,6,10,300,30\n' >"$tmp/badcol.csv"
+if expect 2 "build <CSV with a colour above 255>" "$G" octree build "$tmp/badcol.csv" \
+    -o "$tmp/dbc" $B; then
+    err_has "badcol.csv:3: column 5 (green) is not an integer 0..255: '300'"
+    out_empty
+fi
+
 # ---- damaged files: exit 2 with the file named ----
 cp -r "$d" "$tmp/dd"
 head -c 100 "$d/grove.octree" >"$tmp/dd/grove.octree"
