@@ -39,6 +39,20 @@ for args in "octree --help" "octree -h" "octree build --help" "octree query --he
     fi
 done
 
+# every option the help lists is documented in docs/octree.md, by its name
+doc="$(dirname "$0")/../docs/octree.md"
+if [ -f "$doc" ]; then
+    for verb in build query export; do
+        "$G" octree "$verb" --help | sed -n 's/^  \(-[a-z]*, \)*\(--[a-z-]*\).*/\2/p' |
+            while read -r opt; do
+                grep -q -e "\`$opt" "$doc" || echo "$opt"
+            done >"$tmp/undocumented"
+        checks=$((checks + 1))
+        name="docs/octree.md lists the options of octree $verb"
+        [ ! -s "$tmp/undocumented" ] || fail "missing: $(tr '\n' ' ' <"$tmp/undocumented")"
+    done
+fi
+
 # ---- usage errors: message on stderr, nothing on stdout, exit 1 ----
 d="$tmp/d"
 for args in "octree" "octree frobnicate" "octree build" "octree build $tmp/pts.csv" \
