@@ -206,7 +206,18 @@ int cli_int(cli_parser *p, long lo, long hi, long *out)
     return 0;
 }
 
-int cli_double(cli_parser *p, double lo, double hi, double *out)
+/* 1 if s spells an infinity as strtod reads it ("inf", "-Infinity", ...), 0 for a number that
+ * is only too large for a double ("1e999"). */
+static int spells_infinity(const char *s)
+{
+    while (*s == '+' || *s == '-') s++;
+    return (s[0] == 'i' || s[0] == 'I') && (s[1] == 'n' || s[1] == 'N') &&
+           (s[2] == 'f' || s[2] == 'F');
+}
+
+/* cli_double() and cli_double_inf(): infinities (spelled inf or infinity) are accepted only
+ * when allow_inf, and then within [lo, hi] as any other value. */
+static int parse_double(cli_parser *p, double lo, double hi, int allow_inf, double *out)
 {
     char *end;
     double v;
@@ -217,17 +228,42 @@ int cli_double(cli_parser *p, double lo, double hi, double *out)
         cli_error(p->what, "%.*s: '%s' is not a number", len, p->arg, p->val);
         return p->exit = CLI_EXIT_USAGE;
     }
-    if (!isfinite(v) || v < lo || v > hi) {
+    if (isnan(v)) {
+        cli_error(p->what, "%.*s: '%s' is NaN, not a number", len, p->arg, p->val);
+        return p->exit = CLI_EXIT_USAGE;
+    }
+    if (isinf(v) && !spells_infinity(p->val)) {
+        cli_error(p->what, "%.*s: '%s' is too large for a double", len, p->arg, p->val);
+        return p->exit = CLI_EXIT_USAGE;
+    }
+    if (isinf(v) && !allow_inf) {
+        cli_error(p->what, "%.*s: '%s' is infinite, a finite number is needed", len, p->arg,
+                  p->val);
+        return p->exit = CLI_EXIT_USAGE;
+    }
+    if (v < lo || v > hi) {
         if (isinf(hi))
-            cli_error(p->what, "%.*s: '%s' is not a finite number >= %g", len, p->arg, p->val,
+            cli_error(p->what, "%.*s: '%s' is out of range (must be >= %g)", len, p->arg, p->val,
                       lo);
-        else
-            cli_error(p->what, "%.*s: '%s' is out of range [%g, %g]", len, p->arg, p->val, lo,
+        else if (isinf(lo))
+            cli_error(p->what, "%.*s: '%s' is out of range (must be <= %g)", len, p->arg, p->val,
                       hi);
+        else
+            cli_error(p->what, "%.*s: '%s' is out of range [%g, %g]", len, p->arg, p->val, lo, hi);
         return p->exit = CLI_EXIT_USAGE;
     }
     *out = v;
     return 0;
+}
+
+int cli_double(cli_parser *p, double lo, double hi, double *out)
+{
+    return parse_double(p, lo, hi, 0, out);
+}
+
+int cli_double_inf(cli_parser *p, double lo, double hi, double *out)
+{
+    return parse_double(p, lo, hi, 1, out);
 }
 
 int cli_backend(cli_parser *p, grove_backend *out)
@@ -345,11 +381,14 @@ void cli_json_number(FILE *f, double v)
 
 /* ---- output files ---- */
 
-int cli_mkdirs(const char *dir)
+int cli_mkdirs(const char *dir) { return cli_mkdirs_new(dir, NULL); }
+
+int cli_mkdirs_new(const char *dir, char **created)
 {
-    char *buf;
+    char *buf, *made = NULL; /* the topmost directory made here */
     size_t len;
     struct stat st;
+    if (created) *created = NULL;
     if (!dir || !dir[0]) {
         errno = ENOENT;
         return -1;
@@ -375,15 +414,60 @@ int cli_mkdirs(const char *dir)
         if (mkdir(buf, 0777) != 0) {
             int e = errno;
             if (e != EEXIST || stat(buf, &st) != 0 || !S_ISDIR(st.st_mode)) {
+                /* Take back what was made: cut buf to the parent of the failing prefix. */
+                size_t j = k;
+                while (j > 0 && buf[j - 1] != '/') j--;
+                while (j > 0 && buf[j - 1] == '/') j--;
+                buf[j] = '\0';
+                cli_rmdirs_new(buf, made);
+                free(made);
                 free(buf);
                 errno = (e == EEXIST) ? ENOTDIR : e;
                 return -1;
             }
+        } else if (!made) {
+            /* every later prefix is inside this one, so it is the top of what is new */
+            made = (char *)malloc(k + 1);
+            if (!made) {
+                rmdir(buf);
+                free(buf);
+                errno = ENOMEM;
+                return -1;
+            }
+            memcpy(made, buf, k + 1);
         }
         buf[k] = save;
     }
     free(buf);
+    if (created)
+        *created = made;
+    else
+        free(made);
     return 0;
+}
+
+void cli_rmdirs_new(const char *dir, const char *created)
+{
+    size_t top, len;
+    char *buf;
+    if (!dir || !created) return;
+    top = strlen(created);
+    len = strlen(dir);
+    /* created is a leading part of dir, as cli_mkdirs_new made it; anything else is left */
+    if (top == 0 || len < top || memcmp(dir, created, top) != 0 ||
+        (dir[top] != '/' && dir[top] != '\0'))
+        return;
+    buf = (char *)malloc(len + 1);
+    if (!buf) return;
+    memcpy(buf, dir, len + 1);
+    for (;;) {
+        while (len > top && buf[len - 1] == '/') buf[--len] = '\0';
+        /* rmdir removes only an empty directory: whatever someone else put there stays */
+        if (rmdir(buf) != 0 || len == top) break;
+        while (len > top && buf[len - 1] != '/') len--; /* up to the parent */
+        buf[len] = '\0';
+    }
+    free(buf);
 }
 
 char *cli_path_join(const char *dir, const char *name)

@@ -146,9 +146,14 @@ int cli_size(cli_parser *p, size_t lo, size_t hi, size_t *out);
 /* Parses p->val as an integer in [lo, hi]. */
 int cli_int(cli_parser *p, long lo, long hi, long *out);
 
-/* Parses p->val as a finite decimal number in [lo, hi]; hi may be HUGE_VAL (no upper bound).
- * Returns 0, or CLI_EXIT_USAGE after printing why. */
+/* Parses p->val as a finite decimal number in [lo, hi]; hi may be HUGE_VAL (no upper bound),
+ * lo -HUGE_VAL (no lower bound). NaN, infinities and values too large for a double are
+ * refused, each with its own message. Returns 0, or CLI_EXIT_USAGE after printing why. */
 int cli_double(cli_parser *p, double lo, double hi, double *out);
+
+/* cli_double() that also takes an infinity spelled as strtod reads it (inf, -inf, Infinity,
+ * any case), within [lo, hi] like any value; NaN is still refused. */
+int cli_double_inf(cli_parser *p, double lo, double hi, double *out);
 
 /* Parses p->val as auto|cpu|cuda. */
 int cli_backend(cli_parser *p, grove_backend *out);
@@ -194,8 +199,19 @@ typedef struct cli_outfile {
     char *tmp_path; /* temporary name in the same directory */
 } cli_outfile;
 
-/* Creates dir and its missing parents (like mkdir -p). Returns 0, or -1 with errno set. */
+/* Creates dir and its missing parents (like mkdir -p). Returns 0, or -1 with errno set (and
+ * the directories it made removed again). */
 int cli_mkdirs(const char *dir);
+
+/* cli_mkdirs(), and *created receives the topmost directory it made (a new string, a leading
+ * part of dir, that the caller frees), or NULL when every directory existed. On failure
+ * *created is NULL and the directories it made are removed again (as by cli_mkdirs). */
+int cli_mkdirs_new(const char *dir, char **created);
+
+/* Undoes cli_mkdirs_new() after a failure: removes dir and its parents up to and including
+ * `created`, each only if it is empty (rmdir). Does nothing when created is NULL, so a
+ * directory that existed before is never removed. */
+void cli_rmdirs_new(const char *dir, const char *created);
 
 /* Opens a temporary file for `path`. Returns 0, or -1 after printing why (as `what`). */
 int cli_outfile_open(cli_outfile *o, const char *path, const char *what);
