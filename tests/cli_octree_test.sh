@@ -136,6 +136,26 @@ if expect 2 "build <malformed csv> -o <new directory in an existing one>" "$G" o
     [ -d "$tmp/old" ] && [ -f "$tmp/old/keep" ] && [ ! -e "$tmp/old/sub" ] ||
         fail "$tmp/old/sub left behind, or $tmp/old touched"
 fi
+# '.' and '..' in the path: what was made goes, what existed stays, even where a new directory's
+# '..' names an old one (a built tree there, an empty directory)
+if expect 0 "build -o <a tree to keep>" "$G" octree build "$tmp/pts.csv" -o "$tmp/tree" $B; then
+    if expect 2 "build <malformed csv> -o <new>/../<existing tree>" "$G" octree build \
+        "$tmp/bad.csv" -o "$tmp/n1/../tree" $B; then
+        [ -f "$tmp/tree/metadata.json" ] && [ -f "$tmp/tree/octree.bin" ] ||
+            fail "the existing tree lost its files"
+        [ ! -e "$tmp/n1" ] || fail "$tmp/n1 was left behind"
+    fi
+fi
+mkdir "$tmp/empty"
+if expect 2 "build <malformed csv> -o <new>/../<existing empty>/<new>" "$G" octree build \
+    "$tmp/bad.csv" -o "$tmp/n2/../empty/sub" $B; then
+    [ -d "$tmp/empty" ] && [ ! -e "$tmp/empty/sub" ] && [ ! -e "$tmp/n2" ] ||
+        fail "$tmp/empty removed, or $tmp/empty/sub or $tmp/n2 left behind"
+fi
+if expect 2 "build <malformed csv> -o <new>/./<new>/" "$G" octree build "$tmp/bad.csv" \
+    -o "$tmp/n3/./sub/" $B; then
+    [ ! -e "$tmp/n3" ] || fail "$tmp/n3 was left behind"
+fi
 
 # ---- runtime: an output directory that cannot be created ----
 : >"$tmp/plainfile"

@@ -383,12 +383,29 @@ void cli_json_number(FILE *f, double v)
 
 int cli_mkdirs(const char *dir) { return cli_mkdirs_new(dir, NULL); }
 
-int cli_mkdirs_new(const char *dir, char **created)
+/* Appends a copy of the first len bytes of path to made's list. Returns 0 or -1 (no memory). */
+static int newdirs_add(cli_newdirs *made, const char *path, size_t len)
 {
-    char *buf, *made = NULL; /* the topmost directory made here */
+    char **p = (char **)realloc(made->path, (made->n + 1) * sizeof *p);
+    char *s = (char *)malloc(len + 1);
+    if (p) made->path = p;
+    if (!p || !s) {
+        free(s);
+        return -1;
+    }
+    memcpy(s, path, len);
+    s[len] = '\0';
+    made->path[made->n++] = s;
+    return 0;
+}
+
+int cli_mkdirs_new(const char *dir, cli_newdirs *out)
+{
+    cli_newdirs made = {NULL, 0, 0};
+    char *buf;
     size_t len;
     struct stat st;
-    if (created) *created = NULL;
+    if (out) memset(out, 0, sizeof *out);
     if (!dir || !dir[0]) {
         errno = ENOENT;
         return -1;
@@ -405,69 +422,56 @@ int cli_mkdirs_new(const char *dir, char **created)
         return -1;
     }
     memcpy(buf, dir, len + 1);
-    /* Create each prefix in turn; EEXIST for an existing one is fine, other errors are not. */
+    /* Create each prefix in turn; EEXIST for an existing one is fine, other errors are not.
+     * Each directory made is recorded by the very string mkdir made it under, so that taking
+     * them back never names another one (a prefix such as "new/.." is an old directory). */
     for (size_t k = 1; k <= len; k++) {
         if (buf[k] != '/' && buf[k] != '\0') continue;
         if (buf[k - 1] == '/') continue;
         char save = buf[k];
         buf[k] = '\0';
-        if (mkdir(buf, 0777) != 0) {
-            int e = errno;
-            if (e != EEXIST || stat(buf, &st) != 0 || !S_ISDIR(st.st_mode)) {
-                /* Take back what was made: cut buf to the parent of the failing prefix. */
-                size_t j = k;
-                while (j > 0 && buf[j - 1] != '/') j--;
-                while (j > 0 && buf[j - 1] == '/') j--;
-                buf[j] = '\0';
-                cli_rmdirs_new(buf, made);
-                free(made);
-                free(buf);
-                errno = (e == EEXIST) ? ENOTDIR : e;
-                return -1;
-            }
-        } else if (!made) {
-            /* every later prefix is inside this one, so it is the top of what is new */
-            made = (char *)malloc(k + 1);
-            if (!made) {
+        if (mkdir(buf, 0777) == 0) {
+            if (newdirs_add(&made, buf, k) != 0) {
                 rmdir(buf);
+                cli_rmdirs_new(&made);
                 free(buf);
                 errno = ENOMEM;
                 return -1;
             }
-            memcpy(made, buf, k + 1);
+            made.whole = 1;
+        } else {
+            int e = errno;
+            if (e != EEXIST || stat(buf, &st) != 0 || !S_ISDIR(st.st_mode)) {
+                cli_rmdirs_new(&made);
+                free(buf);
+                errno = (e == EEXIST) ? ENOTDIR : e;
+                return -1;
+            }
+            made.whole = 0;
         }
         buf[k] = save;
     }
     free(buf);
-    if (created)
-        *created = made;
+    if (out)
+        *out = made;
     else
-        free(made);
+        cli_newdirs_free(&made);
     return 0;
 }
 
-void cli_rmdirs_new(const char *dir, const char *created)
+void cli_rmdirs_new(cli_newdirs *made)
 {
-    size_t top, len;
-    char *buf;
-    if (!dir || !created) return;
-    top = strlen(created);
-    len = strlen(dir);
-    /* created is a leading part of dir, as cli_mkdirs_new made it; anything else is left */
-    if (top == 0 || len < top || memcmp(dir, created, top) != 0 ||
-        (dir[top] != '/' && dir[top] != '\0'))
-        return;
-    buf = (char *)malloc(len + 1);
-    if (!buf) return;
-    memcpy(buf, dir, len + 1);
-    for (;;) {
-        while (len > top && buf[len - 1] == '/') buf[--len] = '\0';
-        /* rmdir removes only an empty directory: whatever someone else put there stays */
-        if (rmdir(buf) != 0 || len == top) break;
-        while (len > top && buf[len - 1] != '/') len--; /* up to the parent */
-        buf[len] = '\0';
-    }
-    free(buf);
+    /* the last made first; rmdir removes only an empty directory, so whatever someone else put
+     * there stays (and keeps its parents) */
+    for (size_t k = made->n; k-- > 0;) rmdir(made->path[k]);
+    cli_newdirs_free(made);
+}
+
+void cli_newdirs_free(cli_newdirs *made)
+{
+    for (size_t k = 0; k < made->n; k++) free(made->path[k]);
+    free(made->path);
+    memset(made, 0, sizeof *made);
 }
 
 char *cli_path_join(const char *dir, const char *name)

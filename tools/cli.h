@@ -203,15 +203,26 @@ typedef struct cli_outfile {
  * the directories it made removed again). */
 int cli_mkdirs(const char *dir);
 
-/* cli_mkdirs(), and *created receives the topmost directory it made (a new string, a leading
- * part of dir, that the caller frees), or NULL when every directory existed. On failure
- * *created is NULL and the directories it made are removed again (as by cli_mkdirs). */
-int cli_mkdirs_new(const char *dir, char **created);
+/* The directories cli_mkdirs_new() made, each under the path string it was made with, in the
+ * order made; whole: the last component of dir was one of them (dir itself is new). */
+typedef struct cli_newdirs {
+    char **path;
+    size_t n;
+    int whole;
+} cli_newdirs;
 
-/* Undoes cli_mkdirs_new() after a failure: removes dir and its parents up to and including
- * `created`, each only if it is empty (rmdir). Does nothing when created is NULL, so a
- * directory that existed before is never removed. */
-void cli_rmdirs_new(const char *dir, const char *created);
+/* cli_mkdirs(), and *made (may be NULL) receives the directories it made (none when every one
+ * existed); free it with cli_rmdirs_new() or cli_newdirs_free(). On failure *made is empty and
+ * the directories it made are removed again (as by cli_mkdirs). */
+int cli_mkdirs_new(const char *dir, cli_newdirs *made);
+
+/* Undoes cli_mkdirs_new() after a failure: removes the directories it made, the last made
+ * first, each only if it is empty (rmdir), then frees the list. A directory that existed
+ * before is never removed, whatever '.' or '..' the path held. */
+void cli_rmdirs_new(cli_newdirs *made);
+
+/* Frees the list without removing anything. */
+void cli_newdirs_free(cli_newdirs *made);
 
 /* Opens a temporary file for `path`. Returns 0, or -1 after printing why (as `what`). */
 int cli_outfile_open(cli_outfile *o, const char *path, const char *what);

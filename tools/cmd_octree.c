@@ -173,20 +173,20 @@ static int input_exit(grove_status s)
 
 /* ---- build ---- */
 
-/* After a failed build: removes the output directory when this command created it (`created`
- * from cli_mkdirs_new; NULL when it existed before, and then nothing is touched), with the
- * files the build may have put there. */
-static void remove_new_dir(const char *dir, const char *created)
+/* After a failed build: removes the directories this command made for the output (`made`
+ * from cli_mkdirs_new; none when the output directory existed before, and then nothing is
+ * touched), with the files the build may have put in the output directory when that directory
+ * itself is new. */
+static void remove_new_dir(const char *dir, cli_newdirs *made)
 {
     static const char *const names[4] = {"metadata.json", "hierarchy.bin", "octree.bin",
                                          "grove.octree"};
-    if (!created) return;
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; made->whole && k < 4; k++) {
         char *path = cli_path_join(dir, names[k]);
         if (path) remove(path);
         free(path);
     }
-    cli_rmdirs_new(dir, created);
+    cli_rmdirs_new(made);
 }
 
 typedef struct progress {
@@ -225,7 +225,8 @@ static int ot_build(int argc, char **argv)
     size_t leaves = 0, nn;
     int json = 0, written = 0, rc;
     long v;
-    char desc[320], *created = NULL;
+    char desc[320];
+    cli_newdirs made = {NULL, 0, 0};
 
     memset(&cloud, 0, sizeof cloud);
     grove_octree_default_opts(&opts);
@@ -279,7 +280,7 @@ static int ot_build(int argc, char **argv)
         char *probe = cli_path_join(dir, "metadata.json");
         if (!probe) {
             cli_error(what, "out of host memory");
-        } else if (cli_mkdirs_new(dir, &created) != 0) {
+        } else if (cli_mkdirs_new(dir, &made) != 0) {
             cli_error(what, "cannot create the directory '%s': %s", dir, strerror(errno));
             free(probe);
             probe = NULL;
@@ -376,8 +377,10 @@ static int ot_build(int argc, char **argv)
         rc = CLI_EXIT_FAILURE;
     }
 done:
-    if (!written) remove_new_dir(dir, created);
-    free(created);
+    if (!written)
+        remove_new_dir(dir, &made);
+    else
+        cli_newdirs_free(&made);
     grove_octree_destroy(t);
     grove_cloud_free(&cloud);
     grove_ctx_destroy(ctx);
