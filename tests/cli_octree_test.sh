@@ -146,6 +146,13 @@ if expect 0 "build -o <a tree to keep>" "$G" octree build "$tmp/pts.csv" -o "$tm
         [ ! -e "$tmp/n1" ] || fail "$tmp/n1 was left behind"
     fi
 fi
+# bad input that is the whole file's, not a line's: the message names the file
+printf 'x,y,z\n-1.7e308,0,0\n1.7e308,0,0\n' >"$tmp/wide.csv"
+if expect 2 "build <extent overflowing a double>" "$G" octree build "$tmp/wide.csv" \
+    -o "$tmp/wide" $B; then
+    err_has "building the tree of $tmp/wide.csv: bad input" && err_has "overflows a double"
+    [ ! -e "$tmp/wide" ] || fail "$tmp/wide was left behind"
+fi
 mkdir "$tmp/empty"
 if expect 2 "build <malformed csv> -o <new>/../<existing empty>/<new>" "$G" octree build \
     "$tmp/bad.csv" -o "$tmp/n2/../empty/sub" $B; then

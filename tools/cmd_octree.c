@@ -312,7 +312,9 @@ static int ot_build(int argc, char **argv)
     build_ms = cli_now_ms() - t0;
     if (pr.shown) fputc('\n', stderr);
     if (s != GROVE_OK) {
-        cli_report_status(what, "building the tree", s, ctx);
+        /* the build's bad input is the file's as a whole (an extent that overflows): name it */
+        snprintf(desc, sizeof desc, "building the tree of %s", input);
+        cli_report_status(what, desc, s, ctx);
         rc = cli_exit_code(s, CLI_CAUSE_RUN);
         goto done;
     }
