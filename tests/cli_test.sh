@@ -735,6 +735,13 @@ for args in "kdtree" "kdtree frobnicate" "kdtree build" "kdtree build @P" \
     fi
 done
 [ ! -e "$kd/u.kdt" ] || { name="kdtree usage errors"; fail "a usage error wrote a tree"; }
+# a non-finite radius is refused with a message that says so
+if expect 1 "knn --radius inf (message)" "$GROVE" knn "$kd/pts.csv" "$kd/q.txt" --radius inf; then
+    err_has "^grove: knn: --radius: 'inf' is infinite, a finite number is needed"
+fi
+if expect 1 "knn --radius -1 (message)" "$GROVE" knn "$kd/pts.csv" "$kd/q.txt" --radius -1; then
+    err_has "^grove: knn: --radius: '-1' is out of range (must be >= 0)"
+fi
 
 # unwritable outputs: exit 3, and no file (partial or temporary) left behind
 if expect 3 "kdtree build -o <missing directory>" "$GROVE" kdtree build "$kd/pts.csv" \

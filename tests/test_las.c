@@ -3,7 +3,8 @@
  * supported version and point format, built byte by byte here with random coordinates, scales,
  * offsets, a VLR before the points and extra bytes in every record, read back and compared
  * exactly; every bad-file case with its status and message; LAZ; a large file to show that the
- * body streams; PLY with and without colour; text; and the PLY writer.
+ * body streams; PLY with and without colour; text, with colour and intensity columns named by
+ * a header; and the PLY writer.
  *
  * Usage: test_las [--large N] [--seed S]   (N points in the large file, default 10^7;
  *                                           --large 0 skips it)
@@ -519,11 +520,22 @@ static void test_bad(void)
     w32(b + 107, 0);
     snprintf(part, sizeof part, "point record 5: truncated (file ends at byte %zu)", len);
     expect_fail("count14b.las", b, len, GROVE_CLOUD_LAS, GROVE_ERR_BAD_INPUT, part);
+    /* Counts far beyond the file: damaged files, not counts too large for memory. */
     w64(b + 247, (uint64_t)1 << 62);
-    expect_fail("count14c.las", b, len, GROVE_CLOUD_LAS, GROVE_ERR_LIMIT, "do not fit in memory");
+    snprintf(part, sizeof part,
+             "point record 5: truncated (file ends at byte %zu), the header counts "
+             "4611686018427387904 points of 36 bytes from byte",
+             len);
+    expect_fail("count14c.las", b, len, GROVE_CLOUD_LAS, GROVE_ERR_BAD_INPUT, part);
+    w64(b + 247, UINT64_MAX);
+    expect_fail("count14e.las", b, len, GROVE_CLOUD_LAS, GROVE_ERR_BAD_INPUT,
+                "the header counts 18446744073709551615 points");
     w64(b + 247, (uint64_t)1 << 40);
-    expect_fail("count14d.las", b, len, GROVE_CLOUD_LAS, GROVE_ERR_BAD_INPUT,
-                "point record 5: truncated");
+    snprintf(part, sizeof part,
+             "point record 5: truncated (file ends at byte %zu), the header counts "
+             "1099511627776 points",
+             len);
+    expect_fail("count14d.las", b, len, GROVE_CLOUD_LAS, GROVE_ERR_BAD_INPUT, part);
     expect_fail("hdr300.las", b, 300, GROVE_CLOUD_LAS, GROVE_ERR_BAD_INPUT,
                 "header: truncated (file ends at byte 300, a LAS 1.4 header has 375 bytes)");
     free(b);
@@ -820,6 +832,139 @@ static void test_ply(void)
 
 /* ---- the PLY writer ---- */
 
+/* ---- text with colour and intensity, by the header's names ---- */
+
+/* Reads `text` as name (a cloud) and expects status want, and, on failure, the message part. */
+static void text_fail(const char *name, const char *text, const char *part)
+{
+    grove_cloud c;
+    grove_status st;
+    put_file(name, text, strlen(text));
+    memset(&c, 0x5a, sizeof c);
+    st = grove_cloud_read(ctx, path_of(name), GROVE_CLOUD_AUTO, &c);
+    if (st != GROVE_ERR_BAD_INPUT)
+        FAIL("%s: status %s, want bad input; message: %s", name, grove_status_string(st),
+             grove_ctx_last_error(ctx));
+    else if (!strstr(grove_ctx_last_error(ctx), part) ||
+             strncmp(grove_ctx_last_error(ctx), path_of(name), strlen(path_of(name))) != 0)
+        FAIL("%s: message '%s' lacks the path or '%s'", name, grove_ctx_last_error(ctx), part);
+    if (c.xyz || c.rgb || c.intensity || c.n) FAIL("%s: *out not zeroed on failure", name);
+    unlink(path_of(name));
+}
+
+static void test_text_attributes(void)
+{
+    /* 10,000 points (past the readers' first growth steps), columns in a shuffled order with
+     * columns that are not read among them, names in mixed case, quoted and not. */
+    enum { N = 10000 };
+    size_t cap = (size_t)N * 120 + 100, o, i;
+    char *text = (char *)tu_malloc(cap);
+    double *xyz = (double *)tu_malloc(3 * N * sizeof *xyz);
+    unsigned *col = (unsigned *)tu_malloc(4 * N * sizeof *col);
+    grove_cloud c;
+
+    for (i = 0; i < N; i++) {
+        for (int d = 0; d < 3; d++) xyz[3 * i + d] = (double)(int32_t)tu_u32(&rng) / 1024.0;
+        for (int d = 0; d < 3; d++) col[4 * i + d] = tu_u32(&rng) % 256;
+        col[4 * i + 3] = tu_u32(&rng) % 65536;
+    }
+    col[0] = col[1] = col[2] = 255; /* the extremes */
+    col[3] = 65535;
+    col[4] = col[5] = col[6] = col[7] = 0;
+    o = (size_t)snprintf(text, cap, "ID,Intensity,\"z\",label,Blue,G,RED,y,X\n");
+    for (i = 0; i < N; i++)
+        o += (size_t)snprintf(text + o, cap - o, "%zu,%u,%.17g,p%zu,%u,%u,%u,%.17g,%.17g\n", i,
+                              col[4 * i + 3], xyz[3 * i + 2], i, col[4 * i + 2], col[4 * i + 1],
+                              col[4 * i], xyz[3 * i + 1], xyz[3 * i]);
+    put_file("attr.csv", text, o);
+    CHECK_OK(ctx, grove_cloud_read(ctx, path_of("attr.csv"), GROVE_CLOUD_AUTO, &c));
+    CHECK(c.n == N && c.rgb && c.intensity && !c.has_scale);
+    for (i = 0; c.n == N && c.rgb && c.intensity && i < N; i++) {
+        int bad = 0;
+        for (int d = 0; d < 3; d++)
+            bad |= c.xyz[3 * i + d] != xyz[3 * i + d] ||
+                   c.rgb[3 * i + d] != (uint16_t)(col[4 * i + d] * 257u);
+        bad |= c.intensity[i] != col[4 * i + 3];
+        if (bad) {
+            FAIL("attr.csv: point %zu differs", i);
+            break;
+        }
+    }
+    CHECK(c.n == N && c.rgb[0] == 65535 && c.intensity[0] == 65535 && c.rgb[3] == 0);
+    grove_cloud_free(&c);
+    unlink(path_of("attr.csv"));
+
+    /* Whitespace, the one-letter names, 255.0 and 2.55e2 (integers written as reals), a
+     * byte order mark and comment lines. */
+    {
+        const char *t = "\xEF\xBB\xBF# scan 1\nx y z r g b i\n1 2 3 255.0 2.55e2 0 7\n"
+                        "# more\n4 5 6 1 2 3 0.0e0\n";
+        put_file("attr2.xyz", t, strlen(t));
+        CHECK_OK(ctx, grove_cloud_read(ctx, path_of("attr2.xyz"), GROVE_CLOUD_AUTO, &c));
+        CHECK(c.n == 2 && c.rgb && c.intensity && c.xyz[3] == 4 && c.rgb[0] == 65535 &&
+              c.rgb[1] == 65535 && c.rgb[2] == 0 && c.rgb[3] == 257 && c.rgb[5] == 771 &&
+              c.intensity[0] == 7 && c.intensity[1] == 0);
+        grove_cloud_free(&c);
+    }
+    /* Colour only with all three channels; intensity alone. */
+    {
+        const char *t = "x,y,z,red,green,intensity\n1,2,3,4,5,6\n";
+        put_file("attr3.csv", t, strlen(t));
+        CHECK_OK(ctx, grove_cloud_read(ctx, path_of("attr3.csv"), GROVE_CLOUD_AUTO, &c));
+        CHECK(c.n == 1 && !c.rgb && c.intensity && c.intensity[0] == 6);
+        grove_cloud_free(&c);
+    }
+    /* Without a header, or with one that names none of x, y, z: the first three columns, and
+     * nothing else read (no guessing what unnamed columns hold). */
+    {
+        const char *t[] = {"1 2 3 200 200 200 9\n", "a,b,c,red,green,blue\n1,2,3,4,5,6\n",
+                           "lon lat h i\n1 2 3 x\n"};
+        for (int k = 0; k < 3; k++) {
+            put_file("attr4.csv", t[k], strlen(t[k]));
+            CHECK_OK(ctx, grove_cloud_read(ctx, path_of("attr4.csv"), GROVE_CLOUD_AUTO, &c));
+            CHECK(c.n == 1 && !c.rgb && !c.intensity && c.xyz[0] == 1 && c.xyz[2] == 3);
+            grove_cloud_free(&c);
+        }
+    }
+    /* A header and no rows: nothing allocated. */
+    put_file("attr5.csv", "x,y,z,r,g,b,i\n", 14);
+    CHECK_OK(ctx, grove_cloud_read(ctx, path_of("attr5.csv"), GROVE_CLOUD_AUTO, &c));
+    CHECK(c.n == 0 && !c.xyz && !c.rgb && !c.intensity);
+    grove_cloud_free(&c);
+
+    /* Bad values and headers: FILE:LINE, the column's number and name. */
+    text_fail("b1.csv", "x,y,z,r,g,b\n1,2,3,1,2,3\n1,2,3,256,0,0\n",
+              "b1.csv:3: column 4 (red) is not an integer 0..255: '256'");
+    text_fail("b2.csv", "x,y,z,r,g,b\n1,2,3,1,2.5,3\n",
+              "b2.csv:2: column 5 (green) is not an integer 0..255: '2.5'");
+    text_fail("b3.csv", "x,y,z,r,g,b\n1,2,3,1,2,-1\n",
+              "b3.csv:2: column 6 (blue) is not an integer 0..255: '-1'");
+    text_fail("b4.csv", "x,y,z,r,g,b\n1,2,3,nan,2,1\n",
+              "b4.csv:2: column 4 (red) is not an integer 0..255: 'nan'");
+    text_fail("b5.csv", "x,y,z,r,g,b\n1,2,3,abc,2,1\n",
+              "b5.csv:2: column 4 (red) is not an integer 0..255: 'abc'");
+    text_fail("b6.csv", "x,y,z,intensity\n1,2,3,65536\n",
+              "b6.csv:2: column 4 (intensity) is not an integer 0..65535: '65536'");
+    text_fail("b7.csv", "x,y,z,i\n1,2,3,1e300\n",
+              "b7.csv:2: column 4 (intensity) is not an integer 0..65535: '1e300'");
+    text_fail("b8.csv", "x,y,z,r,g,b\n1,2,3,1,,3\n", "b8.csv:2: column 5 (green) is empty");
+    text_fail("b9.csv", "x,y,z,r,g,b\n1,2,3,1,2\n", "b9.csv:2: row has 5 columns, need 6");
+    text_fail("b10.csv", "i,x,y,z\n1,2,nan,3\n", "b10.csv:2: NaN in column 3 (y)");
+    text_fail("b11.csv", "z y x\n1 2 abc\n", "b11.csv:2: column 3 (x) is not a number: 'abc'");
+    text_fail("b12.csv", "x,y,elevation,red,green,blue\n1,2,3,4,5,6\n",
+              "b12.csv:1: header: no column is named z");
+    text_fail("b13.csv", "x,y,z,X\n1,2,3,4\n", "b13.csv:1: header: columns 1 and 4 both name x");
+    text_fail("b14.csv", "x,y,z,r,g,b,red\n1,2,3,4,5,6,7\n",
+              "b14.csv:1: header: columns 4 and 7 both name red");
+    /* without a header the messages are the points readers' */
+    text_fail("b15.csv", "1,2\n", "b15.csv:1: row has 2 columns, need 3");
+    text_fail("b16.csv", "1,2,inf,9\n", "b16.csv:1: infinity in column 3");
+
+    free(text);
+    free(xyz);
+    free(col);
+}
+
 /* Reads the vertex records of a file written by grove_cloud_write_ply as raw bytes: checks the
  * header text and returns the body (caller frees), *len its length. */
 static unsigned char *raw_body(const char *name, const char *want_props, size_t *len)
@@ -1065,6 +1210,7 @@ int main(int argc, char **argv)
     test_bad();
     test_fifo();
     test_ply();
+    test_text_attributes();
     test_write();
     if (a.large) test_large(a.large, tmp);
     grove_ctx_destroy(ctx);

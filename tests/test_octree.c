@@ -875,13 +875,23 @@ static void test_invalid(void)
     o.max_depth = -1;
     CHECK_ERR(g_ctx, grove_octree_build(g_ctx, pts, 8, &o, &t, NULL), GROVE_ERR_INVALID_ARG,
               "opts->max_depth");
+    CHECK_ERR(g_ctx, grove_octree_check_opts(g_ctx, &o), GROVE_ERR_INVALID_ARG,
+              "opts->max_depth");
     o.max_depth = 24; /* 24 + log2(128) > 30 */
     CHECK_ERR(g_ctx, grove_octree_build(g_ctx, pts, 8, &o, &t, NULL), GROVE_ERR_INVALID_ARG,
               "opts->max_depth must be 0..23");
+    CHECK_ERR(g_ctx, grove_octree_check_opts(g_ctx, &o), GROVE_ERR_INVALID_ARG,
+              "opts->max_depth must be 0..23");
+    o.max_depth = 23;
+    CHECK(grove_octree_check_opts(g_ctx, &o) == GROVE_OK);
     o.lod_grid = 0;
     o.max_depth = 31;
     CHECK_ERR(g_ctx, grove_octree_build(g_ctx, pts, 8, &o, &t, NULL), GROVE_ERR_INVALID_ARG,
               "opts->max_depth must be 0..30");
+    CHECK_ERR(g_ctx, grove_octree_check_opts(g_ctx, &o), GROVE_ERR_INVALID_ARG,
+              "opts->max_depth must be 0..30");
+    o.max_depth = 30;
+    CHECK(grove_octree_check_opts(g_ctx, &o) == GROVE_OK);
     grove_octree_default_opts(&o);
     {
         const int bad_grids[] = {1, 3, 100, 2048, -2};
@@ -889,8 +899,21 @@ static void test_invalid(void)
             o.lod_grid = bad_grids[j];
             CHECK_ERR(g_ctx, grove_octree_build(g_ctx, pts, 8, &o, &t, NULL),
                       GROVE_ERR_INVALID_ARG, "opts->lod_grid");
+            CHECK_ERR(g_ctx, grove_octree_check_opts(g_ctx, &o), GROVE_ERR_INVALID_ARG,
+                      "opts->lod_grid");
         }
     }
+    grove_octree_default_opts(&o);
+    CHECK(grove_octree_check_opts(g_ctx, &o) == GROVE_OK);
+    CHECK(grove_octree_check_opts(g_ctx, NULL) == GROVE_OK);
+    CHECK(grove_octree_check_opts(NULL, &o) == GROVE_ERR_INVALID_ARG);
+    o.max_points = 0;
+    CHECK_ERR(g_ctx, grove_octree_check_opts(g_ctx, &o), GROVE_ERR_INVALID_ARG,
+              "opts->max_points");
+    grove_octree_default_opts(&o);
+    o.batch = 0;
+    CHECK_ERR(g_ctx, grove_octree_check_opts(g_ctx, &o), GROVE_ERR_INVALID_ARG, "opts->batch");
+    grove_octree_default_opts(&o);
     pts[3 * 5 + 1] = NAN;
     CHECK_ERR(g_ctx, grove_octree_build(g_ctx, pts, 8, NULL, &t, NULL), GROVE_ERR_BAD_INPUT,
               "point 5 has a non-finite coordinate");

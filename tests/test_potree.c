@@ -762,7 +762,7 @@ static void bad_grove_files(tu_rng *r)
     /* ---- the Potree files ---- */
     {
         size_t mlen, hlen, olen;
-        char mp[512], hp[512], op[512];
+        char mp[512], hp[512], op[512], part[600];
         char *meta_s;
         unsigned char *hb, *obin;
         path_of(mp, sizeof mp, good, "metadata.json");
@@ -829,8 +829,9 @@ static void bad_grove_files(tu_rng *r)
                 {"root byteSize", 14, -1, 8, 1, "do not make its"},
                 {"root numPoints", 2, -1, 4, 1000000, "do not make its"},
                 {"last record a proxy beyond the file", -2, -1, 1, 2, "is not a whole number"},
-                {"byteOffset beyond octree.bin", 22 + 6, -1, 8, (uint64_t)1 << 40,
-                 "beyond octree.bin"},
+                {"byteOffset beyond octree.bin", 22 + 6, -1, 8, (uint64_t)1 << 40, "octree.bin: "},
+                {"byteOffset at the end of the range", 22 + 6, -1, 8, UINT64_MAX,
+                 "bytes from byte 18446744073709551615"},
             };
             for (size_t k = 0; k < sizeof hc / sizeof hc[0]; k++) {
                 unsigned char *b = (unsigned char *)tu_malloc(hlen);
@@ -861,7 +862,11 @@ static void bad_grove_files(tu_rng *r)
             copy_dir(good, work);
             path_of(p, sizeof p, work, "octree.bin");
             write_all(p, obin, olen / 2);
-            expect_export(work, GROVE_ERR_BAD_INPUT, "beyond octree.bin", "octree.bin halved");
+            /* the short file is the one named, with its length, and the node that needs more */
+            snprintf(part, sizeof part, "%s: %zu bytes, but node r", p, olen / 2);
+            expect_export(work, GROVE_ERR_BAD_INPUT, part, "octree.bin halved");
+            expect_export(work, GROVE_ERR_BAD_INPUT, "hierarchy.bin) needs bytes ",
+                          "octree.bin halved");
             unlink(p);
             expect_export(work, GROVE_ERR_IO, "cannot open", "octree.bin missing");
             path_of(p, sizeof p, work, "metadata.json");

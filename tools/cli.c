@@ -206,7 +206,18 @@ int cli_int(cli_parser *p, long lo, long hi, long *out)
     return 0;
 }
 
-int cli_double(cli_parser *p, double lo, double hi, double *out)
+/* 1 if s spells an infinity as strtod reads it ("inf", "-Infinity", ...), 0 for a number that
+ * is only too large for a double ("1e999"). */
+static int spells_infinity(const char *s)
+{
+    while (*s == '+' || *s == '-') s++;
+    return (s[0] == 'i' || s[0] == 'I') && (s[1] == 'n' || s[1] == 'N') &&
+           (s[2] == 'f' || s[2] == 'F');
+}
+
+/* cli_double() and cli_double_inf(): infinities (spelled inf or infinity) are accepted only
+ * when allow_inf, and then within [lo, hi] as any other value. */
+static int parse_double(cli_parser *p, double lo, double hi, int allow_inf, double *out)
 {
     char *end;
     double v;
@@ -217,17 +228,42 @@ int cli_double(cli_parser *p, double lo, double hi, double *out)
         cli_error(p->what, "%.*s: '%s' is not a number", len, p->arg, p->val);
         return p->exit = CLI_EXIT_USAGE;
     }
-    if (!isfinite(v) || v < lo || v > hi) {
+    if (isnan(v)) {
+        cli_error(p->what, "%.*s: '%s' is NaN, not a number", len, p->arg, p->val);
+        return p->exit = CLI_EXIT_USAGE;
+    }
+    if (isinf(v) && !spells_infinity(p->val)) {
+        cli_error(p->what, "%.*s: '%s' is too large for a double", len, p->arg, p->val);
+        return p->exit = CLI_EXIT_USAGE;
+    }
+    if (isinf(v) && !allow_inf) {
+        cli_error(p->what, "%.*s: '%s' is infinite, a finite number is needed", len, p->arg,
+                  p->val);
+        return p->exit = CLI_EXIT_USAGE;
+    }
+    if (v < lo || v > hi) {
         if (isinf(hi))
-            cli_error(p->what, "%.*s: '%s' is not a finite number >= %g", len, p->arg, p->val,
+            cli_error(p->what, "%.*s: '%s' is out of range (must be >= %g)", len, p->arg, p->val,
                       lo);
-        else
-            cli_error(p->what, "%.*s: '%s' is out of range [%g, %g]", len, p->arg, p->val, lo,
+        else if (isinf(lo))
+            cli_error(p->what, "%.*s: '%s' is out of range (must be <= %g)", len, p->arg, p->val,
                       hi);
+        else
+            cli_error(p->what, "%.*s: '%s' is out of range [%g, %g]", len, p->arg, p->val, lo, hi);
         return p->exit = CLI_EXIT_USAGE;
     }
     *out = v;
     return 0;
+}
+
+int cli_double(cli_parser *p, double lo, double hi, double *out)
+{
+    return parse_double(p, lo, hi, 0, out);
+}
+
+int cli_double_inf(cli_parser *p, double lo, double hi, double *out)
+{
+    return parse_double(p, lo, hi, 1, out);
 }
 
 int cli_backend(cli_parser *p, grove_backend *out)
@@ -345,11 +381,31 @@ void cli_json_number(FILE *f, double v)
 
 /* ---- output files ---- */
 
-int cli_mkdirs(const char *dir)
+int cli_mkdirs(const char *dir) { return cli_mkdirs_new(dir, NULL); }
+
+/* Appends a copy of the first len bytes of path to made's list. Returns 0 or -1 (no memory). */
+static int newdirs_add(cli_newdirs *made, const char *path, size_t len)
 {
+    char **p = (char **)realloc(made->path, (made->n + 1) * sizeof *p);
+    char *s = (char *)malloc(len + 1);
+    if (p) made->path = p;
+    if (!p || !s) {
+        free(s);
+        return -1;
+    }
+    memcpy(s, path, len);
+    s[len] = '\0';
+    made->path[made->n++] = s;
+    return 0;
+}
+
+int cli_mkdirs_new(const char *dir, cli_newdirs *out)
+{
+    cli_newdirs made = {NULL, 0, 0};
     char *buf;
     size_t len;
     struct stat st;
+    if (out) memset(out, 0, sizeof *out);
     if (!dir || !dir[0]) {
         errno = ENOENT;
         return -1;
@@ -366,24 +422,56 @@ int cli_mkdirs(const char *dir)
         return -1;
     }
     memcpy(buf, dir, len + 1);
-    /* Create each prefix in turn; EEXIST for an existing one is fine, other errors are not. */
+    /* Create each prefix in turn; EEXIST for an existing one is fine, other errors are not.
+     * Each directory made is recorded by the very string mkdir made it under, so that taking
+     * them back never names another one (a prefix such as "new/.." is an old directory). */
     for (size_t k = 1; k <= len; k++) {
         if (buf[k] != '/' && buf[k] != '\0') continue;
         if (buf[k - 1] == '/') continue;
         char save = buf[k];
         buf[k] = '\0';
-        if (mkdir(buf, 0777) != 0) {
+        if (mkdir(buf, 0777) == 0) {
+            if (newdirs_add(&made, buf, k) != 0) {
+                rmdir(buf);
+                cli_rmdirs_new(&made);
+                free(buf);
+                errno = ENOMEM;
+                return -1;
+            }
+            made.whole = 1;
+        } else {
             int e = errno;
             if (e != EEXIST || stat(buf, &st) != 0 || !S_ISDIR(st.st_mode)) {
+                cli_rmdirs_new(&made);
                 free(buf);
                 errno = (e == EEXIST) ? ENOTDIR : e;
                 return -1;
             }
+            made.whole = 0;
         }
         buf[k] = save;
     }
     free(buf);
+    if (out)
+        *out = made;
+    else
+        cli_newdirs_free(&made);
     return 0;
+}
+
+void cli_rmdirs_new(cli_newdirs *made)
+{
+    /* the last made first; rmdir removes only an empty directory, so whatever someone else put
+     * there stays (and keeps its parents) */
+    for (size_t k = made->n; k-- > 0;) rmdir(made->path[k]);
+    cli_newdirs_free(made);
+}
+
+void cli_newdirs_free(cli_newdirs *made)
+{
+    for (size_t k = 0; k < made->n; k++) free(made->path[k]);
+    free(made->path);
+    memset(made, 0, sizeof *made);
 }
 
 char *cli_path_join(const char *dir, const char *name)

@@ -146,9 +146,14 @@ int cli_size(cli_parser *p, size_t lo, size_t hi, size_t *out);
 /* Parses p->val as an integer in [lo, hi]. */
 int cli_int(cli_parser *p, long lo, long hi, long *out);
 
-/* Parses p->val as a finite decimal number in [lo, hi]; hi may be HUGE_VAL (no upper bound).
- * Returns 0, or CLI_EXIT_USAGE after printing why. */
+/* Parses p->val as a finite decimal number in [lo, hi]; hi may be HUGE_VAL (no upper bound),
+ * lo -HUGE_VAL (no lower bound). NaN, infinities and values too large for a double are
+ * refused, each with its own message. Returns 0, or CLI_EXIT_USAGE after printing why. */
 int cli_double(cli_parser *p, double lo, double hi, double *out);
+
+/* cli_double() that also takes an infinity spelled as strtod reads it (inf, -inf, Infinity,
+ * any case), within [lo, hi] like any value; NaN is still refused. */
+int cli_double_inf(cli_parser *p, double lo, double hi, double *out);
 
 /* Parses p->val as auto|cpu|cuda. */
 int cli_backend(cli_parser *p, grove_backend *out);
@@ -194,8 +199,30 @@ typedef struct cli_outfile {
     char *tmp_path; /* temporary name in the same directory */
 } cli_outfile;
 
-/* Creates dir and its missing parents (like mkdir -p). Returns 0, or -1 with errno set. */
+/* Creates dir and its missing parents (like mkdir -p). Returns 0, or -1 with errno set (and
+ * the directories it made removed again). */
 int cli_mkdirs(const char *dir);
+
+/* The directories cli_mkdirs_new() made, each under the path string it was made with, in the
+ * order made; whole: the last component of dir was one of them (dir itself is new). */
+typedef struct cli_newdirs {
+    char **path;
+    size_t n;
+    int whole;
+} cli_newdirs;
+
+/* cli_mkdirs(), and *made (may be NULL) receives the directories it made (none when every one
+ * existed); free it with cli_rmdirs_new() or cli_newdirs_free(). On failure *made is empty and
+ * the directories it made are removed again (as by cli_mkdirs). */
+int cli_mkdirs_new(const char *dir, cli_newdirs *made);
+
+/* Undoes cli_mkdirs_new() after a failure: removes the directories it made, the last made
+ * first, each only if it is empty (rmdir), then frees the list. A directory that existed
+ * before is never removed, whatever '.' or '..' the path held. */
+void cli_rmdirs_new(cli_newdirs *made);
+
+/* Frees the list without removing anything. */
+void cli_newdirs_free(cli_newdirs *made);
 
 /* Opens a temporary file for `path`. Returns 0, or -1 after printing why (as `what`). */
 int cli_outfile_open(cli_outfile *o, const char *path, const char *what);

@@ -4,9 +4,11 @@
  * (grove.octree); answers box and radius queries from that copy; exports the points a viewer
  * draws at one level of detail as PLY.
  *
- * Inputs that cannot be read, including LAZ (compressed, not supported), exit 2; the output
- * directory is created and tried before any work; every file is written through a temporary
- * name, so that a failure never leaves a partial one.
+ * Inputs that cannot be read, including LAZ (compressed, not supported), exit 2. The options
+ * are checked first (the library's own check of them together), then the output directory is
+ * created and tried, before the input is read; every file is written through a temporary
+ * name, so that a failure never leaves a partial one, and a failed build removes the output
+ * directory again if it created it.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -59,7 +61,9 @@ static void usage_build(FILE *f)
                ".xyz text; LAZ is not supported), builds the octree and writes DIR (created if\n"
                "missing): metadata.json, hierarchy.bin and octree.bin (Potree 2.0, with the\n"
                "colour and intensity the input has) and grove.octree (for `grove octree\n"
-               "query'). Prints a summary: points, nodes, leaves, depth, build time, points/s.\n"
+               "query'). Text has colour and intensity when a header line names the columns:\n"
+               "x y z, r g b (0..255) and i (0..65535), or red green blue intensity, in any\n"
+               "order. Prints a summary: points, nodes, leaves, depth, build time, points/s.\n"
                "A progress bar goes to stderr when it is a terminal. On the GPU, when device\n"
                "memory (or grove --device-mem-limit) is short, the build finishes on the host\n"
                "with the same result and the summary says so.\n"
@@ -87,8 +91,9 @@ static void usage_query(FILE *f)
                "distance R of (X, Y, Z), one per line, ascending.\n"
                "\n"
                "options:\n"
-               "  --box X0 Y0 Z0 X1 Y1 Z1  the box (a box with X0 > X1 is empty)\n"
-               "  --radius X Y Z R  the sphere (R >= 0)\n"
+               "  --box X0 Y0 Z0 X1 Y1 Z1  the box (a box with X0 > X1 is empty); a bound may\n"
+               "                  be inf or -inf (no limit on that side), not NaN\n"
+               "  --radius X Y Z R  the sphere: a finite centre, R >= 0 (inf: every point)\n"
                "  --backend B     auto (default: CUDA when a usable GPU is found), cpu or cuda\n"
                "  -h, --help      print this help and exit\n");
 }
@@ -128,8 +133,9 @@ static int output_option(cli_parser *p, const char **out)
 }
 
 /* Reads `count` numbers for an option matched by cli_value(): its value and the next count-1
- * arguments (which may start with '-'). */
-static int numbers(cli_parser *p, int count, double *out)
+ * arguments (which may start with '-'). Numbers from index inf_from on may be infinite (the
+ * queries take infinite box bounds and radii); NaN never. */
+static int numbers(cli_parser *p, int count, int inf_from, double *out)
 {
     const char *opt = p->arg;
     if (p->exit) return p->exit;
@@ -142,26 +148,46 @@ static int numbers(cli_parser *p, int count, double *out)
             }
             p->val = p->argv[p->i++];
         }
-        if (cli_double(p, -HUGE_VAL, HUGE_VAL, &out[j])) return p->exit;
+        if ((j >= inf_from ? cli_double_inf : cli_double)(p, -HUGE_VAL, HUGE_VAL, &out[j]))
+            return p->exit;
     }
     return 0;
 }
 
 static void report_input(const char *what, grove_status s, const grove_ctx *ctx)
 {
-    if (s == GROVE_ERR_BAD_INPUT || s == GROVE_ERR_IO || s == GROVE_ERR_UNSUPPORTED)
+    if (s == GROVE_ERR_BAD_INPUT || s == GROVE_ERR_IO || s == GROVE_ERR_UNSUPPORTED ||
+        s == GROVE_ERR_LIMIT)
         cli_error(what, "%s", grove_ctx_last_error(ctx));
     else
         cli_report_status(what, "reading the input", s, ctx);
 }
 
-/* An input the tool cannot read is bad input, a format it does not support (LAZ) included. */
+/* An input the tool cannot read is bad input, a format it does not support (LAZ) and a line
+ * over the readers' limit included (as cli_read_points has it for the other commands). */
 static int input_exit(grove_status s)
 {
-    return s == GROVE_ERR_UNSUPPORTED ? CLI_EXIT_BAD_INPUT : cli_exit_code(s, CLI_CAUSE_INPUT);
+    return s == GROVE_ERR_UNSUPPORTED || s == GROVE_ERR_LIMIT ? CLI_EXIT_BAD_INPUT
+                                                              : cli_exit_code(s, CLI_CAUSE_INPUT);
 }
 
 /* ---- build ---- */
+
+/* After a failed build: removes the directories this command made for the output (`made`
+ * from cli_mkdirs_new; none when the output directory existed before, and then nothing is
+ * touched), with the files the build may have put in the output directory when that directory
+ * itself is new. */
+static void remove_new_dir(const char *dir, cli_newdirs *made)
+{
+    static const char *const names[4] = {"metadata.json", "hierarchy.bin", "octree.bin",
+                                         "grove.octree"};
+    for (int k = 0; made->whole && k < 4; k++) {
+        char *path = cli_path_join(dir, names[k]);
+        if (path) remove(path);
+        free(path);
+    }
+    cli_rmdirs_new(made);
+}
 
 typedef struct progress {
     int shown;
@@ -197,9 +223,10 @@ static int ot_build(int argc, char **argv)
     progress pr = {0, 0};
     double read_ms, build_ms, write_ms, t0;
     size_t leaves = 0, nn;
-    int json = 0, rc;
+    int json = 0, written = 0, rc;
     long v;
     char desc[320];
+    cli_newdirs made = {NULL, 0, 0};
 
     memset(&cloud, 0, sizeof cloud);
     grove_octree_default_opts(&opts);
@@ -237,21 +264,37 @@ static int ot_build(int argc, char **argv)
         cli_error(what, "--lod-grid: %d is not 0 or a power of two 2..1024", opts.lod_grid);
         return CLI_EXIT_USAGE;
     }
-    {
-        char *probe = cli_path_join(dir, "metadata.json");
-        int bad = !probe;
-        if (probe && cli_mkdirs(dir) != 0) {
-            cli_error(what, "cannot create the directory '%s': %s", dir, strerror(errno));
-            bad = 1;
-        } else if (probe) {
-            bad = cli_probe_output(probe, what) != 0;
-        }
-        free(probe);
-        if (bad) return CLI_EXIT_FAILURE;
-    }
 
     rc = cli_ctx_create(what, backend, &ctx);
     if (rc != CLI_EXIT_OK) return rc;
+    /* The options together (--max-depth against --lod-grid), by the build's own check, before
+     * the directory and the input are touched. */
+    s = grove_octree_check_opts(ctx, &opts);
+    if (s != GROVE_OK) {
+        cli_error(what, "%s (--max-depth %d, --lod-grid %d)", grove_ctx_last_error(ctx),
+                  opts.max_depth, opts.lod_grid);
+        rc = cli_exit_code(s, CLI_CAUSE_OPTIONS);
+        goto done;
+    }
+    {
+        char *probe = cli_path_join(dir, "metadata.json");
+        if (!probe) {
+            cli_error(what, "out of host memory");
+        } else if (cli_mkdirs_new(dir, &made) != 0) {
+            cli_error(what, "cannot create the directory '%s': %s", dir, strerror(errno));
+            free(probe);
+            probe = NULL;
+        } else if (cli_probe_output(probe, what) != 0) {
+            free(probe);
+            probe = NULL;
+        }
+        if (!probe) {
+            rc = CLI_EXIT_FAILURE;
+            goto done;
+        }
+        free(probe);
+    }
+
     t0 = cli_now_ms();
     s = grove_cloud_read(ctx, input, GROVE_CLOUD_AUTO, &cloud);
     read_ms = cli_now_ms() - t0;
@@ -269,9 +312,10 @@ static int ot_build(int argc, char **argv)
     build_ms = cli_now_ms() - t0;
     if (pr.shown) fputc('\n', stderr);
     if (s != GROVE_OK) {
-        cli_report_status(what, "building the tree", s, ctx);
-        /* INVALID_ARG: an option out of range for the others (--max-depth with --lod-grid) */
-        rc = cli_exit_code(s, CLI_CAUSE_OPTIONS);
+        /* the build's bad input is the file's as a whole (an extent that overflows): name it */
+        snprintf(desc, sizeof desc, "building the tree of %s", input);
+        cli_report_status(what, desc, s, ctx);
+        rc = cli_exit_code(s, CLI_CAUSE_RUN);
         goto done;
     }
     t0 = cli_now_ms();
@@ -282,6 +326,7 @@ static int ot_build(int argc, char **argv)
         rc = cli_exit_code(s, CLI_CAUSE_RUN);
         goto done;
     }
+    written = 1;
 
     nn = grove_octree_num_nodes(t);
     for (size_t i = 0; i < nn; i++) leaves += grove_octree_nodes(t)[i].child_mask == 0;
@@ -334,6 +379,10 @@ static int ot_build(int argc, char **argv)
         rc = CLI_EXIT_FAILURE;
     }
 done:
+    if (!written)
+        remove_new_dir(dir, &made);
+    else
+        cli_newdirs_free(&made);
     grove_octree_destroy(t);
     grove_cloud_free(&cloud);
     grove_ctx_destroy(ctx);
@@ -362,9 +411,10 @@ static int ot_query(int argc, char **argv)
         if (cli_help(&p))
             return CLI_EXIT_OK;
         else if (cli_value(&p, "--box")) {
-            if (!numbers(&p, 6, box)) have_box = 1;
+            if (!numbers(&p, 6, 0, box)) have_box = 1;
         } else if (cli_value(&p, "--radius")) {
-            if (!numbers(&p, 4, sphere)) have_radius = 1;
+            /* the centre finite, the radius may be inf */
+            if (!numbers(&p, 4, 3, sphere)) have_radius = 1;
             if (!p.exit && sphere[3] < 0) {
                 cli_error(what, "--radius: R must be >= 0, got %g", sphere[3]);
                 p.exit = CLI_EXIT_USAGE;

@@ -114,7 +114,7 @@ typedef struct grove_cloud {
     uint16_t *rgb;       /* 3 * n (LAS range 0..65535; 8-bit sources are scaled by 257), or NULL */
     uint16_t *intensity; /* n, or NULL */
     size_t n;
-    int has_scale;       /* 1 for LAS: its scale and offset below (x = X * scale + offset) */
+    int has_scale; /* 1 for LAS: its scale and offset below (x = X * scale + offset) */
     double scale[3], offset[3];
 } grove_cloud;
 
@@ -125,7 +125,8 @@ typedef enum grove_cloud_format {
                              pipe carrying LAS needs a .las name or GROVE_CLOUD_LAS) */
     GROVE_CLOUD_LAS = 1,  /* LAS 1.2-1.4, uncompressed, point formats 0-3 and 6-8 */
     GROVE_CLOUD_PLY = 2,  /* PLY vertex x, y, z; red, green, blue and intensity when present */
-    GROVE_CLOUD_TEXT = 3  /* text x y z (extra columns ignored) */
+    GROVE_CLOUD_TEXT = 3  /* text x y z; with a header naming x, y, z: columns by name, and
+                             r/red g/green b/blue (0..255) and i/intensity (0..65535) */
 } grove_cloud_format;
 
 /*! grove_cloud_read() :
@@ -134,7 +135,11 @@ typedef enum grove_cloud_format {
  *  compressed LAZ files and other point formats are GROVE_ERR_UNSUPPORTED with a message
  *  saying so. PLY and text go through grove_points64_read()'s readers (dims 3, double
  *  precision, with its rules and messages), so their coordinates keep every digit a double
- *  holds. *out is overwritten ({0} on failure); free with grove_cloud_free().
+ *  holds. Text whose header line names x, y and z is read by column name, with the colour
+ *  (r/red, g/green, b/blue: integers 0..255, stored times 257) and intensity (i/intensity:
+ *  0..65535) columns it names; without such a header, x y z are the first three columns and
+ *  nothing else is read (docs/FORMATS.md). *out is overwritten ({0} on failure); free with
+ *  grove_cloud_free().
  *  @return GROVE_OK, GROVE_ERR_INVALID_ARG, GROVE_ERR_BAD_INPUT, GROVE_ERR_UNSUPPORTED,
  *  GROVE_ERR_IO, GROVE_ERR_LIMIT, GROVE_ERR_OUT_OF_MEMORY. */
 grove_status grove_cloud_read(grove_ctx *ctx, const char *path, grove_cloud_format fmt,

@@ -85,6 +85,14 @@ typedef struct grove_octree grove_octree;
 /*! grove_octree_default_opts() : fills *opts with the defaults listed above. */
 void grove_octree_default_opts(grove_octree_opts *opts);
 
+/*! grove_octree_check_opts() :
+ *  Checks opts (borrowed; NULL means the defaults) as grove_octree_build() does, each field and
+ *  the fields together (max_depth against lod_grid), so that a caller can refuse bad options
+ *  before it reads any points. Does no other work; any context can be passed.
+ *  @return GROVE_OK, or GROVE_ERR_INVALID_ARG with a message naming the field (and a NULL or
+ *  failed context). */
+grove_status grove_octree_check_opts(grove_ctx *ctx, const grove_octree_opts *opts);
+
 /*! grove_octree_build() :
  *  Builds the tree of n points (xyz: 3n doubles, host memory, borrowed). opts may be NULL.
  *  n may be 0 (a root leaf with no entries; the cube is the unit cube at the origin). On CUDA

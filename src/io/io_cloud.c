@@ -126,7 +126,7 @@ grove_status grove_cloud_read(grove_ctx *ctx, const char *path, grove_cloud_form
         if (fmt == GROVE_CLOUD_PLY)
             GROVE_TRY_END(st, grove__read_ply_cloud(&r, &pts, &rgb, &inten));
         else
-            GROVE_TRY_END(st, grove__read_text(&r, 3, &pts));
+            GROVE_TRY_END(st, grove__read_text_cloud(&r, &pts, &rgb, &inten));
         grove__rd_close(&r);
         rd_open = 0;
         take(&pts, rgb, inten, out);

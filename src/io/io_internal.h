@@ -113,6 +113,14 @@ grove_status grove__read_ply(grove__rd *r, int dims, grove__pts *out);
 grove_status grove__read_ply_cloud(grove__rd *r, grove__pts *out, uint16_t **rgb,
                                    uint16_t **intensity);
 
+/* The text reader for grove_cloud_read (io_text.c): 3-D double points into out (f64 set), and,
+ * where a header line names them, the red, green and blue columns (all three, integers 0..255
+ * scaled by 257, as the PLY reader stores uchar colour) and the intensity column (0..65535, as
+ * stored) as new arrays of at least 3 * out->n and out->n values, or NULL (also when out->n is
+ * 0 and on failure). The caller frees them. docs/FORMATS.md has the rules. */
+grove_status grove__read_text_cloud(grove__rd *r, grove__pts *out, uint16_t **rgb,
+                                    uint16_t **intensity);
+
 /* The LAS reader (io_las.c): fills *out, which is zeroed; on failure the caller frees it. */
 grove_status grove__read_las(grove_ctx *ctx, const char *path, grove_cloud *out);
 

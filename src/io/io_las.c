@@ -277,9 +277,27 @@ static grove_status check_header(las *s, const unsigned char *h, size_t got, gro
             return bad(s, msg);
         }
     }
-    if (*count > SIZE_MAX / (3 * sizeof(double)))
+    return GROVE_OK;
+}
+
+/* The count against the file's size (a regular file), before the count against memory: a
+ * header that claims more records than the file holds is a damaged file, however large the
+ * claim. */
+static grove_status check_count(las *s, int regular, uint64_t size, uint64_t offset, size_t reclen,
+                                uint64_t count)
+{
+    if (regular) {
+        uint64_t fit = size > offset ? (size - offset) / reclen : 0;
+        if (count > fit)
+            return grove__error(s->ctx, GROVE_ERR_BAD_INPUT,
+                                "%s: point record %llu: truncated (file ends at byte %llu), the "
+                                "header counts %llu points of %zu bytes from byte %llu",
+                                s->path, (unsigned long long)fit, (unsigned long long)size,
+                                (unsigned long long)count, reclen, (unsigned long long)offset);
+    }
+    if (count > SIZE_MAX / (3 * sizeof(double)))
         return grove__error(s->ctx, GROVE_ERR_LIMIT, "%s: %llu points do not fit in memory",
-                            s->path, (unsigned long long)*count);
+                            s->path, (unsigned long long)count);
     return GROVE_OK;
 }
 
@@ -311,15 +329,10 @@ grove_status grove__read_las(grove_ctx *ctx, const char *path, grove_cloud *out)
     with_rgb = fi.rgb_at != 0;
 
     regular = fstat(fileno(s.f), &sb) == 0 && S_ISREG(sb.st_mode);
-    if (regular) {
-        uint64_t size = (uint64_t)sb.st_size;
-        uint64_t fit = size > offset ? (size - offset) / reclen : 0;
-        if (count > fit) {
-            s.pos = size;
-            GROVE_TRY_END(st, truncated(&s, fit));
-        }
-        if (count > 0) GROVE_TRY_END(st, reserve(&s, out, with_rgb, &cap, (size_t)count, count));
-    }
+    GROVE_TRY_END(
+        st, check_count(&s, regular, regular ? (uint64_t)sb.st_size : 0, offset, reclen, count));
+    if (regular && count > 0)
+        GROVE_TRY_END(st, reserve(&s, out, with_rgb, &cap, (size_t)count, count));
 
     chunk = LAS_CHUNK / reclen;
     if (chunk == 0) chunk = 1;

@@ -80,6 +80,13 @@ grove_status grove__ot_check_opts(grove_ctx *ctx, const grove_octree_opts *opts,
     return GROVE_OK;
 }
 
+grove_status grove_octree_check_opts(grove_ctx *ctx, const grove_octree_opts *opts)
+{
+    grove_octree_opts o;
+    GROVE_TRY(grove__check_ctx(ctx));
+    return grove__ot_check_opts(ctx, opts, &o);
+}
+
 void grove__ot_cube_from_box(const double lo[3], const double hi[3], grove_octree *t)
 {
     double side = 0.0;

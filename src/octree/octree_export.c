@@ -180,9 +180,11 @@ _end:
     return st;
 }
 
-/* Reads hierarchy.bin: every chunk, proxies followed, into r->nodes (breadth-first within each
- * chunk); checks each node's bytes against the record size and octree.bin's length. */
-static grove_status read_hierarchy(pt_read *r, const char *path, uint64_t octree_size)
+/* Reads hierarchy.bin (path): every chunk, proxies followed, into r->nodes (breadth-first
+ * within each chunk); checks each node's bytes against the record size and the length of
+ * octree.bin (obin, named in the message when it is too short). */
+static grove_status read_hierarchy(pt_read *r, const char *path, const char *obin,
+                                   uint64_t octree_size)
 {
     grove_ctx *ctx = r->ctx;
     typedef struct pend {
@@ -257,13 +259,29 @@ static grove_status read_hierarchy(pt_read *r, const char *path, uint64_t octree
                 stack[nstack++] = (pend){queue[i], nd->off, nd->size};
                 continue;
             }
-            if (nd->size != (uint64_t)nd->num * r->l.bpp || nd->off > octree_size ||
-                nd->size > octree_size - nd->off) {
+            if (nd->size != (uint64_t)nd->num * r->l.bpp) {
                 st = grove__error(ctx, GROVE_ERR_BAD_INPUT,
                                   "%s: node %s: %u points of %zu bytes do not make its %llu bytes "
-                                  "at %llu, or they lie beyond octree.bin's %llu bytes",
+                                  "at %llu",
                                   path, nd->name, nd->num, r->l.bpp, (unsigned long long)nd->size,
-                                  (unsigned long long)nd->off, (unsigned long long)octree_size);
+                                  (unsigned long long)nd->off);
+                goto _end;
+            }
+            /* The node's own record is consistent: octree.bin is the file too short for it (a
+             * truncated octree.bin, or a byteOffset beyond any file grove writes). */
+            if (nd->off > octree_size || nd->size > octree_size - nd->off) {
+                if (nd->size > 0 && nd->off <= UINT64_MAX - (nd->size - 1))
+                    st = grove__error(ctx, GROVE_ERR_BAD_INPUT,
+                                      "%s: %llu bytes, but node %s (%s) needs bytes %llu..%llu",
+                                      obin, (unsigned long long)octree_size, nd->name, path,
+                                      (unsigned long long)nd->off,
+                                      (unsigned long long)(nd->off + (nd->size - 1)));
+                else
+                    st = grove__error(ctx, GROVE_ERR_BAD_INPUT,
+                                      "%s: %llu bytes, but node %s (%s) needs %llu bytes from "
+                                      "byte %llu",
+                                      obin, (unsigned long long)octree_size, nd->name, path,
+                                      (unsigned long long)nd->size, (unsigned long long)nd->off);
                 goto _end;
             }
             if (nd->type == 1) leaf_points += nd->num;
@@ -394,7 +412,7 @@ grove_status grove_octree_export_level(grove_ctx *ctx, const char *dir, int leve
                           f ? "not a regular file" : strerror(errno));
         goto _end;
     }
-    GROVE_TRY_END(st, read_hierarchy(&r, path[1], (uint64_t)sb.st_size));
+    GROVE_TRY_END(st, read_hierarchy(&r, path[1], path[2], (uint64_t)sb.st_size));
     sel = (pt_node **)malloc(r.num_nodes * sizeof *sel);
     if (!sel) {
         st = grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
