@@ -383,7 +383,9 @@ static void test_svg_errors(void)
     BAD("badnum.svg", svg_wrap("<path d='M0 0 L1 --2'/>"), GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
         "'L' needs 2 numbers, found 1 before '-'", NULL);
     BAD("exp.svg", svg_wrap("<path d='M0 0 L1e 2'/>"), GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
-        "'L' needs 2 numbers, found 1 before 'e'", NULL);
+        "malformed number '1e' (an exponent needs digits)", NULL);
+    BAD("exp2.svg", svg_wrap("<path d='M0 0 L1 2E-'/>"), GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "malformed number '2E-' (an exponent needs digits)", NULL);
     BAD("junk.svg", svg_wrap("<path d='M0 0 L1 2 ; 3 4'/>"), GROVE_CURVES_SVG,
         GROVE_ERR_BAD_INPUT, "unexpected ';'", NULL);
     BAD("range.svg", svg_wrap("<path d='M0 0 L1e39 2'/>"), GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,

@@ -285,6 +285,14 @@ static grove_status read_number(svg_doc *x, const where *w, size_t *i, size_t n,
         return value_bad(x, w, b, "%s needs %d number%s, found %d before '%s'", what, need, pl,
                          have, q);
     }
+    if (e < n && (x->val[e] == 'e' || x->val[e] == 'E')) {
+        /* "1e" or "1e+": the grammar ends the number before the 'e', which no command is, but
+         * the file meant an exponent */
+        size_t k = e + 1;
+        if (k < n && (x->val[k] == '+' || x->val[k] == '-')) k++;
+        grove__quote(q, sizeof q, x->val + b, k - b);
+        return value_bad(x, w, b, "malformed number '%s' (an exponent needs digits)", q);
+    }
     rc = grove__parse_float(x->val + b, e - b, &f);
     grove__quote(q, sizeof q, x->val + b, e - b);
     if (rc == GROVE__NUM_RANGE) return value_bad(x, w, b, "number '%s' is out of float range", q);
