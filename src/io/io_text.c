@@ -19,33 +19,83 @@
 
 static int is_blank(char c) { return c == ' ' || c == '\t'; }
 
-/* Splits p[0..e) into at most `max` fields (pointers and lengths into the line); stops early
- * once it has `max`. Two commas with only blanks between them delimit an empty field, as does
- * a comma at either end of the line. @return the number of fields found (<= max). */
+/* One field after another of p[0..e): fields are separated by a comma or a run of blanks; two
+ * commas with only blanks between them delimit an empty field, as does a comma at either end of
+ * the line (a line of blanks is one empty field). */
+typedef struct fields {
+    char *p, *e;
+    int state; /* 0: at a field, 1: an empty field after a trailing comma is next, 2: done */
+} fields;
+
+static void fields_init(fields *it, char *p, char *e)
+{
+    while (p < e && is_blank(*p)) p++;
+    it->p = p;
+    it->e = e;
+    it->state = 0;
+}
+
+static int fields_next(fields *it, char **f, size_t *fl)
+{
+    char *p = it->p, *b;
+    if (it->state == 2) return 0;
+    if (it->state == 1) {
+        *f = p;
+        *fl = 0;
+        it->state = 2;
+        return 1;
+    }
+    b = p;
+    while (p < it->e && *p != ',' && !is_blank(*p)) p++;
+    *f = b;
+    *fl = (size_t)(p - b);
+    while (p < it->e && is_blank(*p)) p++;
+    if (p == it->e) {
+        it->state = 2;
+    } else if (*p == ',') {
+        p++;
+        while (p < it->e && is_blank(*p)) p++;
+        if (p == it->e) it->state = 1;
+    }
+    it->p = p;
+    return 1;
+}
+
+/* Splits p[0..e) into at most `max` fields (pointers and lengths into the line), as the
+ * iterator above does; stops early once it has `max`. @return the number found (<= max). */
 static size_t split(char *p, char *e, size_t max, char **f, size_t *fl)
 {
+    fields it;
     size_t k = 0;
-    while (p < e && is_blank(*p)) p++;
-    while (k < max) {
-        char *b = p;
-        while (p < e && *p != ',' && !is_blank(*p)) p++;
-        f[k] = b;
-        fl[k] = (size_t)(p - b);
-        k++;
-        while (p < e && is_blank(*p)) p++;
-        if (p == e) break;
-        if (*p == ',') {
-            p++;
-            while (p < e && is_blank(*p)) p++;
-            if (p == e && k < max) { /* a trailing comma ends with an empty field */
-                f[k] = p;
-                fl[k] = 0;
-                k++;
-                break;
-            }
-        }
-    }
+    fields_init(&it, p, e);
+    while (k < max && fields_next(&it, &f[k], &fl[k])) k++;
     return k;
+}
+
+/* Skips a UTF-8 byte order mark at the start, which would otherwise make the first data line
+ * look like a header. */
+static grove_status skip_bom(grove__rd *r)
+{
+    size_t avail;
+    GROVE_TRY(grove__rd_need(r, 3, &avail));
+    if (avail >= 3 && memcmp(r->buf + r->beg, "\xEF\xBB\xBF", 3) == 0) r->beg += 3;
+    return GROVE_OK;
+}
+
+/* The next line that holds data (blank lines and '#' comments skipped) as p[0..e), leading
+ * blanks left out; *got is 0 at the end of the file. */
+static grove_status next_row(grove__rd *r, char **p, char **e, int *got)
+{
+    char *line;
+    size_t len;
+    for (;;) {
+        GROVE_TRY(grove__rd_line(r, &line, &len, got));
+        if (!*got) return GROVE_OK;
+        *p = line;
+        *e = line + len;
+        while (*p < *e && is_blank(**p)) (*p)++;
+        if (*p < *e && **p != '#') return GROVE_OK;
+    }
 }
 
 /* Is this header field the name z (optionally in double quotes, either case)? */
@@ -87,14 +137,11 @@ static grove_status value_error(grove__rd *r, unsigned long long ln, size_t col,
 
 grove_status grove__read_text(grove__rd *r, int dims, grove__pts *out)
 {
-    char *line, *f[3];
-    size_t len, fl[3], cap = 0, avail;
+    char *f[3];
+    size_t fl[3], cap = 0;
     int got, first = 1;
 
-    /* A UTF-8 byte order mark would otherwise make the first data line look like a header. */
-    GROVE_TRY(grove__rd_need(r, 3, &avail));
-    if (avail >= 3 && memcmp(r->buf + r->beg, "\xEF\xBB\xBF", 3) == 0) r->beg += 3;
-
+    GROVE_TRY(skip_bom(r));
     for (;;) {
         char *p, *e;
         size_t k;
@@ -102,13 +149,9 @@ grove_status grove__read_text(grove__rd *r, int dims, grove__pts *out)
         size_t at;
         unsigned long long ln;
 
-        GROVE_TRY(grove__rd_line(r, &line, &len, &got));
+        GROVE_TRY(next_row(r, &p, &e, &got));
         if (!got) break;
         ln = (unsigned long long)r->line;
-        p = line;
-        e = line + len;
-        while (p < e && is_blank(*p)) p++;
-        if (p == e || *p == '#') continue;
         k = split(p, e, 3, f, fl);
         if (first) {
             first = 0;
@@ -151,45 +194,6 @@ enum { TC_X, TC_Y, TC_Z, TC_RED, TC_GREEN, TC_BLUE, TC_INTENSITY, TC_NUM };
 
 static const char *const tc_names[TC_NUM] = {"x", "y", "z", "red", "green", "blue", "intensity"};
 
-/* One field after another, split as split() does (the same fields, empty ones included). */
-typedef struct fields {
-    char *p, *e;
-    int state; /* 0: at a field, 1: an empty field after a trailing comma is next, 2: done */
-} fields;
-
-static void fields_init(fields *it, char *p, char *e)
-{
-    while (p < e && is_blank(*p)) p++;
-    it->p = p;
-    it->e = e;
-    it->state = 0;
-}
-
-static int fields_next(fields *it, char **f, size_t *fl)
-{
-    char *p = it->p, *b;
-    if (it->state == 2) return 0;
-    if (it->state == 1) {
-        *f = p;
-        *fl = 0;
-        it->state = 2;
-        return 1;
-    }
-    b = p;
-    while (p < it->e && *p != ',' && !is_blank(*p)) p++;
-    *f = b;
-    *fl = (size_t)(p - b);
-    while (p < it->e && is_blank(*p)) p++;
-    if (p == it->e) {
-        it->state = 2;
-    } else if (*p == ',') {
-        p++;
-        while (p < it->e && is_blank(*p)) p++;
-        if (p == it->e) it->state = 1;
-    }
-    it->p = p;
-    return 1;
-}
 
 /* The column a header field names (x, y, z, r or red, g or green, b or blue, i or intensity, in
  * either case, optionally in double quotes), or -1. */
@@ -300,29 +304,23 @@ grove_status grove__read_text_cloud(grove__rd *r, grove__pts *out, uint16_t **rg
                                     uint16_t **intensity)
 {
     long col[TC_NUM] = {0, 1, 2, -1, -1, -1, -1};
-    size_t need = 3, cap = 0, avail;
+    size_t need = 3, cap = 0;
     uint16_t *c = NULL, *in = NULL;
     grove_status st = GROVE_OK;
     int got, first = 1, by_name = 0;
 
     *rgb = *intensity = NULL;
     out->dims = 3;
-    GROVE_TRY(grove__rd_need(r, 3, &avail));
-    if (avail >= 3 && memcmp(r->buf + r->beg, "\xEF\xBB\xBF", 3) == 0) r->beg += 3;
-
+    GROVE_TRY(skip_bom(r));
     for (;;) {
-        char *line, *p, *e, *f;
-        size_t len, k, fl, at;
+        char *p, *e, *f;
+        size_t k, fl, at;
         unsigned long long ln;
         fields it;
 
-        GROVE_TRY_END(st, grove__rd_line(r, &line, &len, &got));
+        GROVE_TRY_END(st, next_row(r, &p, &e, &got));
         if (!got) break;
         ln = (unsigned long long)r->line;
-        p = line;
-        e = line + len;
-        while (p < e && is_blank(*p)) p++;
-        if (p == e || *p == '#') continue;
         if (first) {
             first = 0;
             /* the header rule of grove__read_text */
