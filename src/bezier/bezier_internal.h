@@ -523,6 +523,44 @@ __device__ __forceinline__ void st_v2(float *p, float x, float y)
     asm volatile("st.global.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(x), "f"(y));
 }
 
+/* Rewrites, in place, the staging of every curve that tile_write's main loop writes (degree 2 or
+ * 3, 3 <= m < big) into the cubic form's offsets: P0, e1, e2 and the end point (grove__bz_offsets;
+ * e3 = end - P0 is formed in the loop). A lane takes one 16-byte unit (half a curve) and gets the
+ * other half from its neighbour by shuffles, so that a warp's loads and stores cover consecutive
+ * units without bank conflicts; a thread per curve (64 bytes apart) took 16 wavefronts where 4
+ * carry the data (ncu, H200, 2026-11-28). The tile group synchronizes after the call, before the
+ * loop reads the staging. Units of curves at or past C are read (junk) and left alone. */
+__device__ __forceinline__ void tile_offsets(TileSmem &s, int C, uint32_t big)
+{
+    const int t = (int)tile_tid();
+#pragma unroll
+    for (int k = 0; k < 2 * kC / kT; k++) {
+        const int u = t + k * kT; /* kT is even: u's parity is the lane's */
+        const int j = u >> 1, h = u & 1;
+        float4 *const unit = &s.cp[cp_unit(j) + h];
+        const float4 mine = *unit;
+        float4 other;
+        other.x = __shfl_xor_sync(0xffffffffu, mine.x, 1);
+        other.y = __shfl_xor_sync(0xffffffffu, mine.y, 1);
+        other.z = __shfl_xor_sync(0xffffffffu, mine.z, 1);
+        other.w = __shfl_xor_sync(0xffffffffu, mine.w, 1);
+        const uint32_t m = s.off[j + 1] - s.off[j];
+        const int d = grove__bz_degree(s.deg[j]);
+        if (j < C && d >= 2 && m >= 3u && m < big) {
+            const float4 lo = h ? other : mine, hi = h ? mine : other;
+            const float c[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+            float ex[3], ey[3];
+            grove__bz_offsets(c, d, 0, ex);
+            grove__bz_offsets(c, d, 1, ey);
+            if (h == 0)
+                *unit = make_float4(c[0], c[1], ex[0], ey[0]);
+            else
+                *unit = d == 3 ? make_float4(ex[1], ey[1], c[6], c[7])
+                               : make_float4(ex[1], ey[1], c[4], c[5]);
+        }
+    }
+}
+
 /* Writes the vertices of the staged tile (s.off[0..C] filled, a barrier of the tile group since):
  * global vertex index vbase + relative offset. Vertices at index >= cap are not written, nor those
  * of curves with m >= big (the cdp variant gives those a child grid of their own). kAligned: d_xy
@@ -563,28 +601,13 @@ __device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 ca
             ry[k] = m | (d == 3 ? kRecCub : 0u) | (tab ? 0u : kRecSkip);
             if (k < kCPT && j < C && !fast && m < big) slow |= 1u << k;
             if (k < kCPT && j < C) s.step[j] = tab ? grove__bz_step(m) : 0.0f;
-            if (k < kCPT && j < C && tab) {
-                /* the staging the main loop reads, in place: P0, the offsets e1 and e2 of the
-                 * cubic form (grove__bz_offsets; a quadratic's are its elevation's), the end
-                 * point (e3 is the end less P0, computed in the loop) */
-                float *c = reinterpret_cast<float *>(&s.cp[cp_unit(j)]);
-                float ex[3], ey[3];
-                grove__bz_offsets(c, d, 0, ex);
-                grove__bz_offsets(c, d, 1, ey);
-                const float endx = c[2 * d], endy = c[2 * d + 1];
-                c[2] = ex[0];
-                c[3] = ey[0];
-                c[4] = ex[1];
-                c[5] = ey[1];
-                c[6] = endx;
-                c[7] = endy;
-            }
         }
         /* a record past C (the second of an odd tail) holds junk and is never read */
 #pragma unroll
         for (int k = 0; k < kCPT; k++) ry[k] |= (ry[k + 1] & kRecSkip) ? kRecSkipN : 0u;
         if (j0 < C) *reinterpret_cast<uint4 *>(&s.rec[j0]) = make_uint4(oe[0], ry[0], oe[1], ry[1]);
     }
+    tile_offsets(s, C, big);
     int prev = -1; /* the curve of the slot before the chunk */
     int b = 0;
     for (uint32_t q = 0; q < lim + (uint32_t)sh; q += kV, b ^= 1) {
