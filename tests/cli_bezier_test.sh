@@ -156,6 +156,19 @@ if run 0 "arcs" bezier "$tmp/circle.svg" -o "$tmp/arc.csv" --tolerance 0.01 --ma
     grep -q '^3,7,0,0$' "$tmp/arc.csv" || fail "the circle does not close at (0,0)"
     grep -q '^4,1,0,3$' "$tmp/arc.csv" || fail "the line after the arcs does not end at (0,3)"
 fi
+# basic shapes: a circle is 4 quarter arcs from (cx + r, cy); a rectangle 4 lines; a negative
+# size is an error naming the element
+printf '<svg><circle cx="5" cy="0" r="5"/><rect x="1" y="2" width="3" height="4"/></svg>\n' \
+    >"$tmp/shapes.svg"
+if run 0 "basic shapes" bezier "$tmp/shapes.svg" -o "$tmp/shapes.csv" --max-points 8 --backend cpu; then
+    out_has "8 curves (4 lines, 0 quadratics, 4 cubics)"
+    grep -q '^0,0,10,0$' "$tmp/shapes.csv" || fail "the circle does not start at (10,0)"
+    grep -q '^3,7,10,0$' "$tmp/shapes.csv" || fail "the circle does not close at (10,0)"
+    grep -q '^4,0,1,2$' "$tmp/shapes.csv" || fail "the rectangle does not start at (1,2)"
+fi
+printf '<svg>\n<rect id="r" width="-2" height="1"/></svg>\n' >"$tmp/badrect.svg"
+run 2 "negative width" bezier "$tmp/badrect.svg" -o "$o" &&
+    err_has "badrect.svg:2: rect 0 (id \"r\"): width must not be negative (-2)"
 cp "$tmp/three.svg" "$tmp/three-svg.data"
 run 0 "--format svg" bezier "$tmp/three-svg.data" --format svg -o "$tmp/t3.csv" --tolerance 0.01 \
     --backend cpu && rows "$tmp/t3.csv" 43

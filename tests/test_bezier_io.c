@@ -1218,6 +1218,192 @@ static void check_csv(const char *path, const grove_polylines *p)
     free(text);
 }
 
+/* ---- SVG basic shapes ---- */
+
+static void test_svg_shapes(uint64_t seed)
+{
+    const double pi = 3.14159265358979323846, k = 4.0 / 3.0 * tan(pi / 8);
+    {
+        /* a rectangle: four lines clockwise on screen from (x, y); a length with px */
+        const int deg[] = {1, 1, 1, 1};
+        const double cp[] = {10, 20, 60, 20, 0, 0, 0, 0, 60, 20, 60, 50, 0, 0, 0, 0,
+                             60, 50, 10, 50, 0, 0, 0, 0, 10, 50, 10, 20, 0, 0, 0, 0};
+        CURVES("rect.svg", svg_wrap("<rect x='10' y=' 20px ' width='50' height='30'/>"),
+               GROVE_CURVES_SVG, 4, deg, cp, 0);
+    }
+    {
+        /* a circle: four quarter arcs from (cx + r, cy) through (cx, cy + r), each the textbook
+         * cubic; the ellipse's missing ry is its rx */
+        const int deg[] = {3, 3, 3, 3};
+        const double cp[] = {
+            12, 1, 12, 1 + 10 * k, 2 + 10 * k, 11, 2, 11,
+            2, 11, 2 - 10 * k, 11, -8, 1 + 10 * k, -8, 1,
+            -8, 1, -8, 1 - 10 * k, 2 - 10 * k, -9, 2, -9,
+            2, -9, 2 + 10 * k, -9, 12, 1 - 10 * k, 12, 1};
+        CURVES("circle.svg", svg_wrap("<circle cx='2' cy='1' r='10'/>"), GROVE_CURVES_SVG, 4, deg,
+               cp, 1e-6);
+        CURVES("ellipse1.svg", svg_wrap("<ellipse cx='2' cy='1' rx='10'/>"), GROVE_CURVES_SVG, 4,
+               deg, cp, 1e-6);
+        CURVES("ellipse2.svg", svg_wrap("<ellipse cx='2' cy='1' ry='10'/>"), GROVE_CURVES_SVG, 4,
+               deg, cp, 1e-6);
+    }
+    {
+        /* line (units: 1in = 96 px, 2.54cm = 1in, 25.4mm = 1in, 72pt = 1in, 1pc = 16 px) */
+        const int deg[] = {1, 1, 1};
+        const double cp[] = {96, 96, 96, 96, 0, 0, 0, 0,   72, 16, 0, 0, 0, 0, 0, 0,
+                             0, 0, 0, 0, 0, 0, 0, 0};
+        CURVES("line.svg",
+               svg_wrap("<line x1='1in' y1='2.54cm' x2='25.4mm' y2='72pt'/>"
+                        "<line x1='54pt' x2='0' y1='1pc'/><line/>"),
+               GROVE_CURVES_SVG, 3, deg, cp, 1e-7);
+    }
+    {
+        /* polyline and polygon; a polygon already closed gets no closing line; one point or
+         * none draws nothing */
+        const int deg[] = {1, 1, 1, 1, 1, 1, 1, 1};
+        const double cp[] = {0, 0, 10, 10, 0, 0, 0, 0,  10, 10, 20, 0, 0, 0, 0, 0,
+                             0, 0, 10, 10, 0, 0, 0, 0,  10, 10, 20, 0, 0, 0, 0, 0,
+                             20, 0, 0, 0, 0, 0, 0, 0,   1, 1, 2, 2, 0, 0, 0, 0,
+                             2, 2, 3, 1, 0, 0, 0, 0,    3, 1, 1, 1, 0, 0, 0, 0};
+        CURVES("poly.svg",
+               svg_wrap("<polyline points='0,0 10,10,20,0'/><polygon points=' 0 0 10 10 20 0 '/>"
+                        "<polygon points='1 1 2 2 3 1 1 1'/><polyline points='5 5'/>"
+                        "<polygon points=''/><polyline/>"),
+               GROVE_CURVES_SVG, 8, deg, cp, 0);
+    }
+    {
+        /* sizes of 0 and missing sizes draw nothing; shapes and paths in document order; the
+         * transforms of the shape and its groups apply */
+        const int deg[] = {1, 1, 1};
+        const double cp[] = {0, 0, 1, 0, 0, 0, 0, 0, 4, 6, 4, 8, 0, 0, 0, 0,
+                             5, 5, 6, 5, 0, 0, 0, 0};
+        CURVES("zero.svg",
+               svg_wrap("<rect width='0' height='5'/><rect width='5'/><circle r='0'/><circle/>"
+                        "<ellipse rx='3' ry='0'/><path d='M0 0 H1'/>"
+                        "<g transform='translate(4 6)'><line transform='rotate(90)' x2='2'/></g>"
+                        "<path d='M5 5 h1'/>"),
+               GROVE_CURVES_SVG, 3, deg, cp, 1e-12);
+    }
+    /* each shape gives the curves of the path SVG 2 says it is equivalent to, bit for bit (the
+     * sums are exact in these numbers); rx and ry default to each other and are clamped to half
+     * the sides; a radius of 0 on one axis gives square corners */
+    expect_same(__LINE__, "<rect x='1' y='2' width='8' height='6' rx='1' ry='2'/>",
+                "<path d='M2 2 H8 A1 2 0 0 1 9 4 V6 A1 2 0 0 1 8 8 H2 A1 2 0 0 1 1 6 V4 "
+                "A1 2 0 0 1 2 2'/>");
+    expect_same(__LINE__, "<rect x='1' y='2' width='8' height='6' rx='1.5'/>",
+                "<path d='M2.5 2 H7.5 A1.5 1.5 0 0 1 9 3.5 V6.5 A1.5 1.5 0 0 1 7.5 8 H2.5 "
+                "A1.5 1.5 0 0 1 1 6.5 V3.5 A1.5 1.5 0 0 1 2.5 2'/>");
+    expect_same(__LINE__, "<rect width='8' height='6' ry='5'/>",
+                "<path d='M4 0 A4 3 0 0 1 8 3 A4 3 0 0 1 4 6 A4 3 0 0 1 0 3 A4 3 0 0 1 4 0'/>");
+    expect_same(__LINE__, "<rect width='8' height='6' rx='0' ry='2'/>",
+                "<path d='M0 0 H8 V6 H0 Z'/>");
+    expect_same(__LINE__, "<ellipse cx='3' cy='-2' rx='4' ry='0.5'/>",
+                "<path d='M7 -2 A4 .5 0 0 1 3 -1.5 A4 .5 0 0 1 -1 -2 A4 .5 0 0 1 3 -2.5 "
+                "A4 .5 0 0 1 7 -2'/>");
+    expect_same(__LINE__, "<g transform='skewX(20)'><circle cx='1' r='2' transform='scale(3 1)'/></g>",
+                "<path transform='skewX(20) scale(3 1)' d='M3 0 A2 2 0 0 1 1 2 A2 2 0 0 1 -1 0 "
+                "A2 2 0 0 1 1 -2 A2 2 0 0 1 3 0'/>");
+    expect_same(__LINE__, "<polygon points='1,2,3,4 5-6'/>", "<path d='M1 2 L3 4 5 -6 Z'/>");
+    {
+        /* random rectangles, circles, ellipses and polygons against their paths, in numbers
+         * whose sums and halves are exact (multiples of 1/4 below 2^20) */
+        tu_rng st = {seed};
+        char *b1 = (char *)malloc(1 << 16), *b2 = (char *)malloc(1 << 16);
+        CHECK(b1 && b2);
+        for (int it = 0; b1 && b2 && it < 200; it++) {
+            double v[6];
+            for (int j = 0; j < 6; j++) v[j] = (double)(int)(tu_next(&st) % 4000) / 4 - 400;
+            double w = fabs(v[2]) + 0.25, h = fabs(v[3]) + 0.25, rx = fabs(v[4]) / 8,
+                   ry = fabs(v[5]) / 8;
+            switch (it % 3) {
+            case 0:
+                if (rx > w / 2) rx = w / 2;
+                if (ry > h / 2) ry = h / 2;
+                if (rx == 0 || ry == 0) rx = ry = 0.25;
+                snprintf(b1, 1 << 16, "<rect x='%.17g' y='%.17g' width='%.17g' height='%.17g' "
+                         "rx='%.17g' ry='%.17g'/>", v[0], v[1], w, h, rx, ry);
+                snprintf(b2, 1 << 16,
+                         "<path d='M%.17g %.17g H%.17g A%.17g %.17g 0 0 1 %.17g %.17g V%.17g "
+                         "A%.17g %.17g 0 0 1 %.17g %.17g H%.17g A%.17g %.17g 0 0 1 %.17g %.17g "
+                         "V%.17g A%.17g %.17g 0 0 1 %.17g %.17g'/>",
+                         v[0] + rx, v[1], v[0] + w - rx, rx, ry, v[0] + w, v[1] + ry,
+                         v[1] + h - ry, rx, ry, v[0] + w - rx, v[1] + h, v[0] + rx, rx, ry, v[0],
+                         v[1] + h - ry, v[1] + ry, rx, ry, v[0] + rx, v[1]);
+                if (w - 2 * rx == 0 || h - 2 * ry == 0) continue; /* the path's H/V of length 0 */
+                break;
+            case 1:
+                snprintf(b1, 1 << 16, "<ellipse cx='%.17g' cy='%.17g' rx='%.17g' ry='%.17g'/>",
+                         v[0], v[1], w, h);
+                snprintf(b2, 1 << 16,
+                         "<path d='M%.17g %.17g A%.17g %.17g 0 0 1 %.17g %.17g A%.17g %.17g 0 0 1 "
+                         "%.17g %.17g A%.17g %.17g 0 0 1 %.17g %.17g A%.17g %.17g 0 0 1 %.17g "
+                         "%.17g'/>",
+                         v[0] + w, v[1], w, h, v[0], v[1] + h, w, h, v[0] - w, v[1], w, h, v[0],
+                         v[1] - h, w, h, v[0] + w, v[1]);
+                break;
+            default: {
+                size_t o1 = 0, o2 = 0;
+                int npt = 2 + (int)(tu_next(&st) % 40);
+                double fx = 0, fy = 0, lx = 0, ly = 0;
+                o1 += (size_t)snprintf(b1 + o1, 1024, "<polygon points='");
+                o2 += (size_t)snprintf(b2 + o2, 1024, "<path d='");
+                for (int j = 0; j < npt; j++) {
+                    double px = (double)(int)(tu_next(&st) % 800) / 4,
+                           py = (double)(int)(tu_next(&st) % 800) / 4;
+                    if (j == 0) fx = px, fy = py;
+                    lx = px, ly = py;
+                    o1 += (size_t)snprintf(b1 + o1, 1024, "%s%.17g,%.17g", j ? " " : "", px, py);
+                    o2 += (size_t)snprintf(b2 + o2, 1024, "%c%.17g %.17g ", j ? 'L' : 'M', px,
+                                           py);
+                }
+                snprintf(b1 + o1, 1024, "'/>");
+                snprintf(b2 + o2, 1024, "%s'/>", (lx != fx || ly != fy) ? "Z" : "");
+                break;
+            }
+            }
+            expect_same(__LINE__, b1, b2);
+        }
+        free(b1);
+        free(b2);
+    }
+}
+
+static void test_svg_shape_errors(void)
+{
+    BAD("negw.svg", svg_wrap("<rect width='-3' height='2'/>"), GROVE_CURVES_SVG,
+        GROVE_ERR_BAD_INPUT, "rect 0: width must not be negative (-3) (character 1 of width)",
+        NULL);
+    BAD("negr.svg", svg_wrap("<circle/><circle id='c' r='-1e-3'/>"), GROVE_CURVES_SVG,
+        GROVE_ERR_BAD_INPUT, "circle 1 (id \"c\"): r must not be negative", NULL);
+    BAD("unit.svg", svg_wrap("<rect width='3em' height='2'/>"), GROVE_CURVES_SVG,
+        GROVE_ERR_BAD_INPUT,
+        "rect 0: unit 'em' is not supported (a length is a number, with px, in, cm, mm, pt or pc "
+        "or none) (character 2 of width)", NULL);
+    BAD("pct.svg", svg_wrap("<circle r='50%'/>"), GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "unit '%' is not supported", NULL);
+    BAD("nolen.svg", svg_wrap("<line x1='auto'/>"), GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "line 0: x1 is not a length: 'auto' (character 1 of x1)", NULL);
+    BAD("trail.svg", svg_wrap("<ellipse rx='3 4'/>"), GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "ellipse 0: '4' after the length (character 3 of rx)", NULL);
+    BAD("odd.svg", svg_wrap("<polyline points='0 0 1 1 2'/>"), GROVE_CURVES_SVG,
+        GROVE_ERR_BAD_INPUT,
+        "polyline 0: points holds an odd number of numbers (5): the last point has no y", NULL);
+    BAD("ptjunk.svg", svg_wrap("<polygon points='0 0; 1 1'/>"), GROVE_CURVES_SVG,
+        GROVE_ERR_BAD_INPUT,
+        "polygon 0: unexpected ';' (points is a list of numbers) (character 4 of points)", NULL);
+    BAD("ptrange.svg", svg_wrap("<polygon points='0 0 1e39 1'/>"), GROVE_CURVES_SVG,
+        GROVE_ERR_BAD_INPUT, "polygon 0: number '1e39' is out of float range", NULL);
+    BAD("big.svg", "<svg>\n<path d='M0 0H1'/>\n<circle cx='9e37' r='5e37'/></svg>",
+        GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "big.svg:3: circle 0: a control point (1.3999999",
+        ", 0) is larger in magnitude than 1e+38, the largest coordinate accepted");
+    BAD("bigt.svg", svg_wrap("<rect width='1' height='1' transform='scale(1e38)' x='1'/>"),
+        GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT, "(after the transform) is larger in magnitude",
+        NULL);
+    BAD("paths.svg", svg_wrap("<path d='M0 0H1'/><rect/><path id='p' d='M0 0 X'/>"),
+        GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT, "path 1 (id \"p\"): command 'X'", NULL);
+}
+
 static void test_csv(uint64_t seed, size_t large)
 {
     const size_t sizes[] = {0, 1, 31, 32, 33, 1000, large};
@@ -1445,6 +1631,8 @@ int main(int argc, char **argv)
     test_svg_arcs_random(a.seed + 1000, 1, 1);
     test_svg_arcs_random(a.seed + 1001, 1, 33);
     test_svg_arcs_random(a.seed + 1002, 40, 50);
+    test_svg_shapes(a.seed + 2000);
+    test_svg_shape_errors();
     test_csv(a.seed, a.large);
     test_svg_writer(a.seed);
     grove_ctx_destroy(ctx);

@@ -30,8 +30,10 @@ int cli_demo_bezier(cli_demo *d);
 #define DEMO_MAX_CURVES ((size_t)5000)
 
 /* A tree, a shed and a leaf, drawn in y-up coordinates inside a group that flips them into
- * SVG's y-down space, so that a browser shows the file upright. It uses every supported command, relative and implicit
- * ones, S and T reflections, closepath, and transform lists on groups and paths. */
+ * SVG's y-down space, so that a browser shows the file upright. It uses every supported command
+ * but the arc, relative and implicit ones, S and T reflections, closepath, transform lists on
+ * groups and paths, and two basic shapes (a rounded rectangle and a circle, whose corners and
+ * quarters are arcs). */
 static const char drawing[] =
     "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
     "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"400\" height=\"400\" "
@@ -51,11 +53,13 @@ static const char drawing[] =
     "      d=\"M121 110 c0 7.73 -9.4 14 -21 14 s-21 -6.27 -21 -14 9.4 -14 21 -14 21 6.27 21 14z\"/>\n"
     "    <path id=\"leaf\" d=\"M150 60 q10 15 25 5 t-25 -5\"/>\n"
     "    <path id=\"shed\" d=\"M20 30 v20 h15 v-20 M17 50 L27.5 60 38 50\"/>\n"
+    "    <rect id=\"window\" x=\"24\" y=\"36\" width=\"7\" height=\"7\" rx=\"1.5\"/>\n"
+    "    <circle id=\"apple\" cx=\"118\" cy=\"98\" r=\"3\"/>\n"
     "    <path id=\"sun\" transform=\"skewX(-10)\" d=\"M170 170 Q180 185 190 170 T170 170\"/>\n"
     "  </g>\n"
     "</svg>\n";
-/* ground 2, trunk 4, crowns 3 x 4, leaf 2, shed 5, sun 2 */
-#define DRAWING_CURVES 27
+/* ground 2, trunk 4, crowns 3 x 4, leaf 2, shed 5, window 8, apple 4, sun 2 */
+#define DRAWING_CURVES 39
 
 typedef struct bz_rng {
     uint64_t s;
@@ -301,7 +305,7 @@ int cli_demo_bezier(cli_demo *d)
     if (s == GROVE_OK && !ok)
         cli_error("demo", "read SVG drawing: check failed: %zu curves, want %d", art.n,
                   DRAWING_CURVES);
-    cli_demo_row(d, "bezier", "read SVG drawing (paths, transforms)", art.n, cli_now_ms() - t0, s,
+    cli_demo_row(d, "bezier", "read SVG drawing (paths, shapes, transforms)", art.n, cli_now_ms() - t0, s,
                  d->ctx, ok);
     if (temporary) unlink(path);
     free(path);

@@ -135,9 +135,10 @@ typedef enum grove_curve_format {
     GROVE_CURVES_TEXT = 1, /* one curve per line: 4 (line), 6 (quadratic) or 8 (cubic) numbers,
                               separated by whitespace and/or commas; '#' comments, blank lines */
     GROVE_CURVES_SVG = 2   /* the d attributes of <path> elements: M L H V Q T C S A Z in both
-                              cases (arcs become cubics of at most 90 degrees); transform
-                              attributes of paths and groups applied; any other path command
-                              is bad input naming the path */
+                              cases (arcs become cubics of at most 90 degrees), and the outlines
+                              of the basic shapes (rect circle ellipse line polyline polygon), in
+                              document order; transform attributes of elements and groups
+                              applied; any other path command is bad input naming the path */
 } grove_curve_format;
 
 /*! grove_curves_read() :

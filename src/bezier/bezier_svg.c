@@ -1,6 +1,6 @@
 /*
- * bezier_svg.c - curves from SVG path data: grove__bz_read_svg(), which grove_curves_read()
- * (bezier_io.c) calls for an SVG file. The XML scan, the transform and path-data grammars and
+ * bezier_svg.c - curves from SVG path data and basic shapes: grove__bz_read_svg(), which
+ * grove_curves_read() (bezier_io.c) calls for an SVG file. The XML scan, the transform and path-data grammars and
  * the elements share one document state, so they stay together in this one unit.
  *
  * SVG files are read whole: an element's transform applies to everything up to its end tag,
@@ -52,7 +52,7 @@ typedef struct svg_doc {
     unsigned long long line_no; /* ... and the 1-based line there */
     affine *stack;   /* the transforms of the open elements, outermost first */
     size_t depth, stack_cap;
-    size_t paths;    /* <path> elements seen so far */
+    size_t count[7]; /* the <path> and basic-shape elements seen so far, by kind (SH_...) */
     int svg_seen;    /* an <svg> element has started */
     char *val;       /* an attribute value with its references replaced */
     size_t *raw;     /* raw[i]: the file offset of val[i] (for the line of an error) */
@@ -246,8 +246,10 @@ static size_t skip_sep(const char *v, size_t i, size_t n)
 
 /* What an error inside an attribute value says about where it is. */
 typedef struct where {
-    char prefix[160]; /* "path 3 (id "x"): " or "<g>: " */
-    const char *attr; /* "d" or "transform" */
+    char prefix[160]; /* "path 3 (id "x"): ", "circle 0: " or "<g>: " */
+    const char *attr; /* "d", "transform", "points", "r", ...; NULL: the error concerns the
+                       * element as a whole (a basic shape's outline), at file offset tag */
+    size_t tag;
 } where;
 
 static grove_status value_bad(svg_doc *x, const where *w, size_t pos, const char *fmt, ...)
@@ -263,6 +265,9 @@ static grove_status value_bad(svg_doc *x, const where *w, size_t pos, const char
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (!w->attr)
+        return grove__error(x->ctx, GROVE_ERR_BAD_INPUT, "%s:%llu: %s%s", x->path,
+                            line_of(x, w->tag), w->prefix, msg);
     return grove__error(x->ctx, GROVE_ERR_BAD_INPUT, "%s:%llu: %s%s (character %zu of %s)",
                         x->path, line_of(x, x->raw[pos]), w->prefix, msg, pos + 1, w->attr);
 }
@@ -651,6 +656,217 @@ static grove_status parse_path_data(svg_doc *x, const where *w, const affine *m,
     return GROVE_OK;
 }
 
+/* ---- SVG: basic shapes ---- */
+
+/* The elements whose outlines are read: <path> and the basic shapes, which SVG 2 (chapter 10)
+ * defines as equivalent paths. */
+enum { SH_PATH, SH_RECT, SH_CIRCLE, SH_ELLIPSE, SH_LINE, SH_POLYLINE, SH_POLYGON, SH_COUNT };
+_Static_assert(SH_COUNT == sizeof ((svg_doc *)0)->count / sizeof(size_t), "a count per kind");
+static const char *const shape_names[SH_COUNT] = {"path", "rect",     "circle", "ellipse",
+                                                  "line", "polyline", "polygon"};
+
+/* The attributes read, wherever they are in the tag. */
+enum {
+    A_D, A_ID, A_TRANSFORM, A_X, A_Y, A_WIDTH, A_HEIGHT, A_RX, A_RY, A_CX, A_CY, A_R, A_X1, A_Y1,
+    A_X2, A_Y2, A_POINTS, A_COUNT
+};
+static const char *const attr_names[A_COUNT] = {
+    "d", "id", "transform", "x", "y", "width", "height", "rx", "ry", "cx", "cy", "r", "x1", "y1",
+    "x2", "y2", "points"};
+
+/* An attribute's raw value, s[b..e) of the file; has: the attribute is present. */
+typedef struct attr_span {
+    size_t b, e;
+    int has;
+} attr_span;
+
+/* Reads length attribute a (named name) into *out: a number with an optional unit, px or one of
+ * CSS's absolute units (in cm mm pt pc, at 96 px to the inch); an absent attribute is 0. */
+static grove_status read_length(svg_doc *x, where *w, const attr_span *a, const char *name,
+                                double *out)
+{
+    static const struct {
+        const char *unit;
+        double px;
+    } units[] = {{"px", 1.0}, {"in", 96.0}, {"cm", 96.0 / 2.54}, {"mm", 96.0 / 25.4},
+                 {"pt", 96.0 / 72.0}, {"pc", 16.0}};
+    size_t len, i = 0, u, k;
+    char q[64];
+    *out = 0.0;
+    if (!a->has) return GROVE_OK;
+    w->attr = name;
+    GROVE_TRY(decode_value(x, a->b, a->e, &len));
+    while (i < len && is_xml_space(x->val[i])) i++;
+    if (number_end(x->val, i, len) == i) {
+        grove__quote(q, sizeof q, x->val + i, len - i);
+        return value_bad(x, w, i, "%s is not a length: '%s'", name, q);
+    }
+    /* the number ends where the grammar says, so that "3em" is 3 in em, not a bad exponent */
+    GROVE_TRY(read_number(x, w, &i, number_end(x->val, i, len), out, name, 0, 1));
+    u = i;
+    while (i < len && ((x->val[i] | 0x20) >= 'a' && (x->val[i] | 0x20) <= 'z')) i++;
+    if (i == u && i < len && x->val[i] == '%') i++;
+    if (i > u) {
+        for (k = 0; k < sizeof units / sizeof units[0]; k++)
+            if (i - u == 2 && memcmp(x->val + u, units[k].unit, 2) == 0) break;
+        if (k == sizeof units / sizeof units[0]) {
+            grove__quote(q, sizeof q, x->val + u, i - u);
+            return value_bad(x, w, u,
+                             "unit '%s' is not supported (a length is a number, with px, in, cm, "
+                             "mm, pt or pc or none)",
+                             q);
+        }
+        *out *= units[k].px;
+    }
+    while (i < len && is_xml_space(x->val[i])) i++;
+    if (i < len) {
+        grove__quote(q, sizeof q, x->val + i, len - i);
+        return value_bad(x, w, i, "'%s' after the length", q);
+    }
+    return GROVE_OK;
+}
+
+/* Reads a length that must not be negative (a size or radius). */
+static grove_status read_size(svg_doc *x, where *w, const attr_span *a, const char *name,
+                              double *out)
+{
+    GROVE_TRY(read_length(x, w, a, name, out));
+    if (*out < 0) return value_bad(x, w, 0, "%s must not be negative (%g)", name, *out);
+    return GROVE_OK;
+}
+
+/* A line from p to q, left out when it has no length (the pieces of a shape's outline). */
+static grove_status shape_line(path_state *ps, double px, double py, double qx, double qy)
+{
+    double p[4] = {px, py, qx, qy};
+    if (px == qx && py == qy) return GROVE_OK;
+    return emit(ps, 1, p);
+}
+
+/* The arc of radii rx, ry (both > 0) from p to q, positive-angle direction, at most 90 degrees
+ * in the shapes that use it. */
+static grove_status shape_arc(path_state *ps, double px, double py, double rx, double ry,
+                              double qx, double qy)
+{
+    double p[2] = {px, py}, a[7] = {rx, ry, 0, 0, 1, qx, qy};
+    return emit_arc(ps, p, a);
+}
+
+/* Emits the outline of basic shape k (not SH_PATH) from its attributes at[], as the curves of
+ * its equivalent path (SVG 2, 10.2-10.7). A size or radius of 0 draws nothing, as in SVG; a
+ * negative one is an error. */
+static grove_status emit_shape(svg_doc *x, int k, const attr_span *at, where *w, const affine *m)
+{
+    path_state ps;
+    double v[A_COUNT];
+    ps.x = x;
+    ps.w = w;
+    ps.m = *m;
+    ps.at = 0;
+    switch (k) {
+    case SH_RECT: {
+        double x0, y0, wd, ht, rx, ry;
+        GROVE_TRY(read_length(x, w, &at[A_X], "x", &x0));
+        GROVE_TRY(read_length(x, w, &at[A_Y], "y", &y0));
+        GROVE_TRY(read_size(x, w, &at[A_WIDTH], "width", &wd));
+        GROVE_TRY(read_size(x, w, &at[A_HEIGHT], "height", &ht));
+        GROVE_TRY(read_size(x, w, &at[A_RX], "rx", &rx));
+        GROVE_TRY(read_size(x, w, &at[A_RY], "ry", &ry));
+        w->attr = NULL;
+        if (!(wd > 0) || !(ht > 0)) return GROVE_OK;
+        /* one radius given: the other is the same; both at most half the side */
+        if (at[A_RX].has && !at[A_RY].has) ry = rx;
+        if (at[A_RY].has && !at[A_RX].has) rx = ry;
+        if (rx > wd / 2) rx = wd / 2;
+        if (ry > ht / 2) ry = ht / 2;
+        if (!(rx > 0) || !(ry > 0)) {
+            GROVE_TRY(shape_line(&ps, x0, y0, x0 + wd, y0));
+            GROVE_TRY(shape_line(&ps, x0 + wd, y0, x0 + wd, y0 + ht));
+            GROVE_TRY(shape_line(&ps, x0 + wd, y0 + ht, x0, y0 + ht));
+            return shape_line(&ps, x0, y0 + ht, x0, y0);
+        }
+        GROVE_TRY(shape_line(&ps, x0 + rx, y0, x0 + wd - rx, y0));
+        GROVE_TRY(shape_arc(&ps, x0 + wd - rx, y0, rx, ry, x0 + wd, y0 + ry));
+        GROVE_TRY(shape_line(&ps, x0 + wd, y0 + ry, x0 + wd, y0 + ht - ry));
+        GROVE_TRY(shape_arc(&ps, x0 + wd, y0 + ht - ry, rx, ry, x0 + wd - rx, y0 + ht));
+        GROVE_TRY(shape_line(&ps, x0 + wd - rx, y0 + ht, x0 + rx, y0 + ht));
+        GROVE_TRY(shape_arc(&ps, x0 + rx, y0 + ht, rx, ry, x0, y0 + ht - ry));
+        GROVE_TRY(shape_line(&ps, x0, y0 + ht - ry, x0, y0 + ry));
+        return shape_arc(&ps, x0, y0 + ry, rx, ry, x0 + rx, y0);
+    }
+    case SH_CIRCLE:
+    case SH_ELLIPSE: {
+        double cx, cy, rx, ry;
+        GROVE_TRY(read_length(x, w, &at[A_CX], "cx", &cx));
+        GROVE_TRY(read_length(x, w, &at[A_CY], "cy", &cy));
+        if (k == SH_CIRCLE) {
+            GROVE_TRY(read_size(x, w, &at[A_R], "r", &rx));
+            ry = rx;
+        } else {
+            /* SVG 2: a radius left out is the other one */
+            GROVE_TRY(read_size(x, w, &at[A_RX], "rx", &rx));
+            GROVE_TRY(read_size(x, w, &at[A_RY], "ry", &ry));
+            if (!at[A_RY].has) ry = rx;
+            if (!at[A_RX].has) rx = ry;
+        }
+        w->attr = NULL;
+        if (!(rx > 0) || !(ry > 0)) return GROVE_OK;
+        GROVE_TRY(shape_arc(&ps, cx + rx, cy, rx, ry, cx, cy + ry));
+        GROVE_TRY(shape_arc(&ps, cx, cy + ry, rx, ry, cx - rx, cy));
+        GROVE_TRY(shape_arc(&ps, cx - rx, cy, rx, ry, cx, cy - ry));
+        return shape_arc(&ps, cx, cy - ry, rx, ry, cx + rx, cy);
+    }
+    case SH_LINE: {
+        double p[4];
+        GROVE_TRY(read_length(x, w, &at[A_X1], "x1", &v[0]));
+        GROVE_TRY(read_length(x, w, &at[A_Y1], "y1", &v[1]));
+        GROVE_TRY(read_length(x, w, &at[A_X2], "x2", &v[2]));
+        GROVE_TRY(read_length(x, w, &at[A_Y2], "y2", &v[3]));
+        w->attr = NULL;
+        /* as "M x1 y1 L x2 y2": a line of length 0 is still a curve */
+        p[0] = v[0], p[1] = v[1], p[2] = v[2], p[3] = v[3];
+        return emit(&ps, 1, p);
+    }
+    default: { /* polyline, polygon: "M p0 L p1 p2 ...", a polygon closed as by Z */
+        size_t len, i = 0, cnt = 0, at_first = 0;
+        double px = 0, py = 0, fx = 0, fy = 0, num[2];
+        char q[64];
+        if (!at[A_POINTS].has) return GROVE_OK;
+        w->attr = "points";
+        GROVE_TRY(decode_value(x, at[A_POINTS].b, at[A_POINTS].e, &len));
+        for (;;) {
+            size_t b = skip_sep(x->val, i, len);
+            if (b >= len) break;
+            if (number_end(x->val, b, len) == b) {
+                grove__quote(q, sizeof q, x->val + b, 1);
+                return value_bad(x, w, b, "unexpected '%s' (points is a list of numbers)", q);
+            }
+            if (cnt % 2 == 0) at_first = b;
+            GROVE_TRY(read_number(x, w, &i, len, &num[cnt % 2], "points", (int)cnt,
+                                  (int)cnt + 1));
+            if (++cnt % 2) continue;
+            if (cnt == 2) {
+                fx = num[0], fy = num[1];
+            } else {
+                double p[4] = {px, py, num[0], num[1]};
+                ps.at = at_first;
+                GROVE_TRY(emit(&ps, 1, p));
+            }
+            px = num[0], py = num[1];
+        }
+        if (cnt % 2)
+            return value_bad(x, w, len, "points holds an odd number of numbers (%zu): the last "
+                                        "point has no y", cnt);
+        if (k == SH_POLYGON && cnt >= 4 && (px != fx || py != fy)) {
+            double p[4] = {px, py, fx, fy};
+            ps.at = at_first;
+            GROVE_TRY(emit(&ps, 1, p));
+        }
+        return GROVE_OK;
+    }
+    }
+}
+
 /* ---- SVG: elements ---- */
 
 static int is_name_end(char c) { return is_xml_space(c) || c == '/' || c == '>' || c == '='; }
@@ -670,9 +886,10 @@ static int local_name_is(const char *s, size_t b, size_t e, const char *lit)
 /* One start tag at x->s[*i] (just after '<'). */
 static grove_status start_tag(svg_doc *x, size_t *i)
 {
-    size_t nb = *i, ne, tr_b = 0, tr_e = 0, d_b = 0, d_e = 0, id_b = 0, id_e = 0, lt = *i - 1;
-    int has_tr = 0, has_d = 0, has_id = 0, closed = 0, is_path;
+    size_t nb = *i, ne, lt = *i - 1;
+    int closed = 0, kind = SH_COUNT;
     const char *s = x->s;
+    attr_span at[A_COUNT];
     affine m;
     where w;
     char name[48], q[64];
@@ -680,8 +897,10 @@ static grove_status start_tag(svg_doc *x, size_t *i)
     for (ne = nb; ne < x->n && !is_name_end(s[ne]); ne++) {
     }
     grove__quote(name, sizeof name, s + nb, ne - nb);
-    is_path = local_name_is(s, nb, ne, "path");
+    for (int k = 0; k < SH_COUNT; k++)
+        if (local_name_is(s, nb, ne, shape_names[k])) kind = k;
     if (local_name_is(s, nb, ne, "svg")) x->svg_seen = 1;
+    memset(at, 0, sizeof at);
     *i = ne;
     for (;;) {
         size_t ab, ae;
@@ -724,21 +943,26 @@ static grove_status start_tag(svg_doc *x, size_t *i)
                          name, q);
                 return svg_bad(x, ab, w.prefix);
             }
-            if (ae - ab == 9 && memcmp(s + ab, "transform", 9) == 0)
-                has_tr = 1, tr_b = *i, tr_e = (size_t)(qe - s);
-            else if (is_path && ae - ab == 1 && s[ab] == 'd')
-                has_d = 1, d_b = *i, d_e = (size_t)(qe - s);
-            else if (is_path && ae - ab == 2 && memcmp(s + ab, "id", 2) == 0)
-                has_id = 1, id_b = *i, id_e = (size_t)(qe - s);
+            /* the transform of any element; the others of the elements drawn */
+            for (int k = 0; k < A_COUNT; k++)
+                if ((k == A_TRANSFORM || kind < SH_COUNT) && ae - ab == strlen(attr_names[k]) &&
+                    memcmp(s + ab, attr_names[k], ae - ab) == 0) {
+                    at[k].has = 1;
+                    at[k].b = *i;
+                    at[k].e = (size_t)(qe - s);
+                }
             *i = (size_t)(qe - s) + 1;
         }
     }
 
-    if (is_path) {
-        int k = snprintf(w.prefix, sizeof w.prefix, "path %zu", x->paths);
-        if (has_id) {
+    w.tag = lt;
+    w.attr = NULL;
+    if (kind < SH_COUNT) {
+        int k = snprintf(w.prefix, sizeof w.prefix, "%s %zu", shape_names[kind],
+                         x->count[kind]);
+        if (at[A_ID].has) {
             size_t len;
-            GROVE_TRY(decode_value(x, id_b, id_e, &len));
+            GROVE_TRY(decode_value(x, at[A_ID].b, at[A_ID].e, &len));
             grove__quote(q, sizeof q, x->val, len);
             snprintf(w.prefix + k, sizeof w.prefix - (size_t)k, " (id \"%s\")", q);
         }
@@ -748,20 +972,22 @@ static grove_status start_tag(svg_doc *x, size_t *i)
         snprintf(w.prefix, sizeof w.prefix, "<%s>: ", name);
     }
     m = x->depth ? x->stack[x->depth - 1] : identity;
-    if (has_tr) {
+    if (at[A_TRANSFORM].has) {
         size_t len;
         affine t;
         w.attr = "transform";
-        GROVE_TRY(decode_value(x, tr_b, tr_e, &len));
+        GROVE_TRY(decode_value(x, at[A_TRANSFORM].b, at[A_TRANSFORM].e, &len));
         GROVE_TRY(parse_transform(x, &w, len, &t));
         m = compose(&m, &t);
     }
-    if (is_path) {
-        x->paths++;
-        if (has_d) {
+    if (kind < SH_COUNT) {
+        x->count[kind]++;
+        if (kind != SH_PATH) {
+            GROVE_TRY(emit_shape(x, kind, at, &w, &m));
+        } else if (at[A_D].has) {
             size_t len;
             w.attr = "d";
-            GROVE_TRY(decode_value(x, d_b, d_e, &len));
+            GROVE_TRY(decode_value(x, at[A_D].b, at[A_D].e, &len));
             GROVE_TRY(parse_path_data(x, &w, &m, len));
         }
     }
