@@ -1404,6 +1404,104 @@ static void test_svg_shape_errors(void)
         GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT, "path 1 (id \"p\"): command 'X'", NULL);
 }
 
+/* ---- SVG <use>, and what is not drawn where it stands ---- */
+
+static void test_svg_use(void)
+{
+    const char *head = "<svg xmlns='http://www.w3.org/2000/svg' "
+                       "xmlns:xlink='http://www.w3.org/1999/xlink' viewBox='0 0 100 50'>\n";
+    char doc[4096];
+    {
+        /* defs, clipPath and symbol content is drawn only through a use: moved by x y, a
+         * symbol's viewBox fitted into the use's width and height or, without them, the root
+         * viewport (meet, centred); a group drawn again with its use's transform; a reference
+         * to an element later in the file */
+        const int deg[] = {1, 1, 1, 1, 1, 1};
+        const double cp[] = {5, 7, 15, 7, 0, 0, 0, 0,    0, 0, 20, 20, 0, 0, 0, 0,
+                             25, 0, 75, 50, 0, 0, 0, 0,  3, 4, 13, 4, 0, 0, 0, 0,
+                             100, 0, 110, 0, 0, 0, 0, 0,  0, 0, 10, 0, 0, 0, 0, 0};
+        snprintf(doc, sizeof doc,
+                 "%s<defs><path id='p' d='M0 0 L10 0'/><clipPath id='c'><rect width='5' "
+                 "height='5'/></clipPath></defs>\n"
+                 "<symbol id='s' viewBox='0 0 10 10'><line x2='10' y2='10'/></symbol>\n"
+                 "<use href='#p' x='5' y='7'/><use xlink:href='#s' width='20' height='20'/>"
+                 "<use href=' #s '/>\n<g id='g'><use href='#later' x='3' y='4'/></g>"
+                 "<use href='#g' transform='translate(97 -4)'/>"
+                 "<g display='none'><path d='M0 0 L1 1'/></g><use href='#hid'/>"
+                 "<path id='hid' display='none' d='M0 0 L2 2'/>"
+                 "<mask><path d='M0 0 L3 3'/></mask><marker><rect width='1' height='1'/></marker>"
+                 "<pattern><circle r='1'/></pattern><path id='later' d='M0 0 L10 0'/></svg>",
+                 head);
+        CURVES("use.svg", doc, GROVE_CURVES_SVG, 6, deg, cp, 0);
+    }
+    {
+        /* preserveAspectRatio: none stretches; xMinYMax slice fills and aligns; a width in % of
+         * the root viewBox */
+        const int deg[] = {1, 1, 1};
+        const double cp[] = {0, 0, 40, 20, 0, 0, 0, 0,   0, -30, 50, 20, 0, 0, 0, 0,
+                             0, 0, 50, 50, 0, 0, 0, 0};
+        snprintf(doc, sizeof doc,
+                 "%s<symbol id='a' viewBox='0 0 10 10' preserveAspectRatio='none'>"
+                 "<line x2='10' y2='10'/></symbol>"
+                 "<symbol id='b' viewBox='0 0 10 10' preserveAspectRatio=' xMinYMax  slice '>"
+                 "<line x2='10' y2='10'/></symbol>"
+                 "<use href='#a' width='40' height='20'/><use href='#b' width='50' height='20'/>"
+                 "<use href='#a' width='50%%' height='100%%'/></svg>",
+                 head);
+        CURVES("par.svg", doc, GROVE_CURVES_SVG, 3, deg, cp, 0);
+    }
+    /* the same curves as the element written out in place */
+    expect_same(__LINE__,
+                "<defs><g id='t' transform='rotate(30)'><circle cx='1' r='2'/><polygon "
+                "points='0 0 1 1 2 0'/></g></defs><use href='#t' x='3' y='-1' "
+                "transform='scale(2 1)'/>",
+                "<g transform='scale(2 1) translate(3 -1) rotate(30)'><circle cx='1' r='2'/>"
+                "<polygon points='0 0 1 1 2 0'/></g>");
+    BAD("usemiss.svg", svg_wrap("<path id='p'/><use href='#p'/><use id='u' href='#nope'/>"), GROVE_CURVES_SVG,
+        GROVE_ERR_BAD_INPUT, "use 1 (id \"u\"): no element has the id \"nope\"", NULL);
+    BAD("useext.svg", svg_wrap("<use href='other.svg#x'/>"), GROVE_CURVES_SVG,
+        GROVE_ERR_BAD_INPUT,
+        "use 0: only a reference inside the file ('#id') is read, not 'other.svg#x' "
+        "(character 1 of href)", NULL);
+    BAD("usecycle.svg", svg_wrap("<g id='a'><path d='M0 0 H1'/><use href='#a'/></g>"),
+        GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "use, drawn by use 0: the element \"a\" holds this <use>: a reference cycle", NULL);
+    BAD("usebad.svg",
+        svg_wrap("<defs><path id='p' d='M0 0 X'/></defs><use href='#p'/><use href='#p'/>"),
+        GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "path (id \"p\"), drawn by use 0: command 'X' is not supported", NULL);
+    BAD("usevb.svg",
+        "<svg><symbol id='s' viewBox='0 0 1 1'/><use href='#s' width='3'/></svg>",
+        GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "use 0: \"s\" has a viewBox, and neither the <use> nor it gives a width and height", NULL);
+    BAD("usepar.svg",
+        svg_wrap("<symbol id='s' viewBox='0 0 1 1' preserveAspectRatio='xMidYMad'/>"
+                 "<use href='#s'/>"),
+        GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "unknown alignment 'xMidYMad' (none or xMinYMin ... xMaxYMax)", NULL);
+    {
+        /* a chain of uses, each drawing a group that holds the next: 32 deep is drawn, 33 is
+         * refused (depth groups and the use that draws the first) */
+        for (int depth = 31; depth <= 32; depth++) {
+            size_t o = (size_t)snprintf(doc, sizeof doc, "%s<defs>", head);
+            for (int k = 0; k < depth; k++)
+                o += (size_t)snprintf(doc + o, sizeof doc - o,
+                                      "<g id='g%d'><use href='#g%d' x='1'/></g>", k, k + 1);
+            o += (size_t)snprintf(doc + o, sizeof doc - o,
+                                  "<path id='g%d' d='M0 0 L1 0'/></defs><use href='#g0'/></svg>",
+                                  depth);
+            if (depth == 31) {
+                const int deg[] = {1};
+                const double cp[] = {31, 0, 32, 0, 0, 0, 0, 0};
+                CURVES("chain.svg", doc, GROVE_CURVES_SVG, 1, deg, cp, 0);
+            } else {
+                BAD("chain2.svg", doc, GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+                    "references nested more than 32 deep", NULL);
+            }
+        }
+    }
+}
+
 static void test_csv(uint64_t seed, size_t large)
 {
     const size_t sizes[] = {0, 1, 31, 32, 33, 1000, large};
@@ -1633,6 +1731,7 @@ int main(int argc, char **argv)
     test_svg_arcs_random(a.seed + 1002, 40, 50);
     test_svg_shapes(a.seed + 2000);
     test_svg_shape_errors();
+    test_svg_use();
     test_csv(a.seed, a.large);
     test_svg_writer(a.seed);
     grove_ctx_destroy(ctx);

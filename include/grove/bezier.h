@@ -137,7 +137,8 @@ typedef enum grove_curve_format {
     GROVE_CURVES_SVG = 2   /* the d attributes of <path> elements: M L H V Q T C S A Z in both
                               cases (arcs become cubics of at most 90 degrees), and the outlines
                               of the basic shapes (rect circle ellipse line polyline polygon), in
-                              document order; transform attributes of elements and groups
+                              document order, and what <use> elements draw; content of <defs>,
+                              <symbol>, <clipPath> ... not drawn in place; transform attributes
                               applied; any other path command is bad input naming the path */
 } grove_curve_format;
 

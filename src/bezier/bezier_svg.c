@@ -7,9 +7,10 @@
  * which can be anywhere in the file. The reader is a small XML scanner, not a validating parser:
  * it knows comments, CDATA sections, processing instructions, a DOCTYPE (skipped, internal
  * subset included), quoted attributes and the five predefined and the numeric character
- * references; element names are compared without their namespace prefix. Everything else
- * (styles, <use>, nested viewports, defined entities) is outside what the module reads, and the
- * documentation says so (docs/bezier.md).
+ * references; element names are compared without their namespace prefix. <use> draws its
+ * target by scanning that element again with the use's transform; the ids are indexed by a
+ * first pass at the first <use>. Everything else (styles, nested viewports, defined entities) is
+ * outside what the module reads, and the documentation says so (docs/bezier.md).
  */
 #include <float.h>
 #include <math.h>
@@ -43,6 +44,23 @@ static affine compose(const affine *m, const affine *n)
     return r;
 }
 
+/* An open element: its transform, and whether what it holds is drawn (not inside <defs>,
+ * <symbol>, <clipPath>, <mask>, <marker> or <pattern>, unless a <use> draws it, nor under
+ * display="none"). */
+typedef struct frame {
+    affine m;
+    int hidden;
+} frame;
+
+/* An element with an id, for <use>: the decoded id and where its start tag begins. */
+typedef struct id_entry {
+    char *id;
+    size_t at;
+} id_entry;
+
+/* How deep <use> references may nest (a use drawing a group that holds a use ...). */
+#define SVG_USE_DEPTH 32
+
 typedef struct svg_doc {
     grove_ctx *ctx;
     const char *path;
@@ -50,14 +68,27 @@ typedef struct svg_doc {
     size_t n;
     size_t line_pos; /* line numbers: the byte up to which newlines are counted ... */
     unsigned long long line_no; /* ... and the 1-based line there */
-    affine *stack;   /* the transforms of the open elements, outermost first */
+    frame *stack;    /* the open elements, outermost first */
     size_t depth, stack_cap;
     size_t count[7]; /* the <path> and basic-shape elements seen so far, by kind (SH_...) */
+    size_t uses;     /* the <use> elements seen so far */
     int svg_seen;    /* an <svg> element has started */
     char *val;       /* an attribute value with its references replaced */
     size_t *raw;     /* raw[i]: the file offset of val[i] (for the line of an error) */
     size_t val_cap;
     grove__bz_sink *sink;
+    /* <use> */
+    int indexing;         /* the id pass: record ids, draw nothing */
+    id_entry *ids;        /* sorted by id; built at the first <use> */
+    size_t nids, ids_cap;
+    int ids_built;
+    size_t active[SVG_USE_DEPTH]; /* the start tags being drawn for <use>s, outermost first */
+    size_t nactive;
+    size_t use_no;        /* the number of the outermost <use> being drawn (when nactive > 0) */
+    int force_shown;      /* the next start tag is a <use>'s target: drawn wherever it is ... */
+    affine extra;         /* ... with this after its own transform (a symbol's viewBox) */
+    double vp_w, vp_h;    /* the root <svg>'s viewport in user units, for percentages ... */
+    int vp_known;         /* ... when its viewBox or width and height give it */
 } svg_doc;
 
 /* The 1-based line of file offset pos. Errors and elements come in file order, so the count
@@ -666,13 +697,18 @@ static const char *const shape_names[SH_COUNT] = {"path", "rect",     "circle", 
                                                   "line", "polyline", "polygon"};
 
 /* The attributes read, wherever they are in the tag. */
+/* The other elements the reader looks at. */
+enum { K_USE = SH_COUNT, K_SVG, K_SYMBOL, K_OTHER };
+
+/* The attributes read, wherever they are in the tag (href also as xlink:href). */
 enum {
     A_D, A_ID, A_TRANSFORM, A_X, A_Y, A_WIDTH, A_HEIGHT, A_RX, A_RY, A_CX, A_CY, A_R, A_X1, A_Y1,
-    A_X2, A_Y2, A_POINTS, A_COUNT
+    A_X2, A_Y2, A_POINTS, A_HREF, A_VIEWBOX, A_PAR, A_DISPLAY, A_COUNT
 };
 static const char *const attr_names[A_COUNT] = {
-    "d", "id", "transform", "x", "y", "width", "height", "rx", "ry", "cx", "cy", "r", "x1", "y1",
-    "x2", "y2", "points"};
+    "d",  "id", "transform", "x",  "y",  "width",  "height",  "rx",   "ry",
+    "cx", "cy", "r",         "x1", "y1", "x2",     "y2",      "points", "href",
+    "viewBox", "preserveAspectRatio", "display"};
 
 /* An attribute's raw value, s[b..e) of the file; has: the attribute is present. */
 typedef struct attr_span {
@@ -681,9 +717,10 @@ typedef struct attr_span {
 } attr_span;
 
 /* Reads length attribute a (named name) into *out: a number with an optional unit, px or one of
- * CSS's absolute units (in cm mm pt pc, at 96 px to the inch); an absent attribute is 0. */
-static grove_status read_length(svg_doc *x, where *w, const attr_span *a, const char *name,
-                                double *out)
+ * CSS's absolute units (in cm mm pt pc, at 96 px to the inch), or a percentage of pct where pct
+ * > 0; an absent attribute is 0. */
+static grove_status read_length_pct(svg_doc *x, where *w, const attr_span *a, const char *name,
+                                    double pct, double *out)
 {
     static const struct {
         const char *unit;
@@ -705,7 +742,7 @@ static grove_status read_length(svg_doc *x, where *w, const attr_span *a, const 
     GROVE_TRY(read_number(x, w, &i, number_end(x->val, i, len), out, name, 0, 1));
     u = i;
     while (i < len && ((x->val[i] | 0x20) >= 'a' && (x->val[i] | 0x20) <= 'z')) i++;
-    if (i == u && i < len && x->val[i] == '%') i++;
+    if (i == u && i < len && x->val[i] == '%' && !(pct > 0)) i++;
     if (i > u) {
         for (k = 0; k < sizeof units / sizeof units[0]; k++)
             if (i - u == 2 && memcmp(x->val + u, units[k].unit, 2) == 0) break;
@@ -717,6 +754,9 @@ static grove_status read_length(svg_doc *x, where *w, const attr_span *a, const 
                              q);
         }
         *out *= units[k].px;
+    } else if (pct > 0 && i < len && x->val[i] == '%') {
+        *out *= pct / 100;
+        i++;
     }
     while (i < len && is_xml_space(x->val[i])) i++;
     if (i < len) {
@@ -724,6 +764,12 @@ static grove_status read_length(svg_doc *x, where *w, const attr_span *a, const 
         return value_bad(x, w, i, "'%s' after the length", q);
     }
     return GROVE_OK;
+}
+
+static grove_status read_length(svg_doc *x, where *w, const attr_span *a, const char *name,
+                                double *out)
+{
+    return read_length_pct(x, w, a, name, 0, out);
 }
 
 /* Reads a length that must not be negative (a size or radius). */
@@ -883,38 +929,50 @@ static int local_name_is(const char *s, size_t b, size_t e, const char *lit)
     return e - b == m && memcmp(s + b, lit, m) == 0;
 }
 
-/* One start tag at x->s[*i] (just after '<'). */
-static grove_status start_tag(svg_doc *x, size_t *i)
+/* The kind of the element named s[b..e): SH_*, K_USE, K_SVG, K_SYMBOL or K_OTHER. */
+static int element_kind(const char *s, size_t b, size_t e)
 {
-    size_t nb = *i, ne, lt = *i - 1;
-    int closed = 0, kind = SH_COUNT;
-    const char *s = x->s;
-    attr_span at[A_COUNT];
-    affine m;
-    where w;
-    char name[48], q[64];
-
-    for (ne = nb; ne < x->n && !is_name_end(s[ne]); ne++) {
-    }
-    grove__quote(name, sizeof name, s + nb, ne - nb);
     for (int k = 0; k < SH_COUNT; k++)
-        if (local_name_is(s, nb, ne, shape_names[k])) kind = k;
-    if (local_name_is(s, nb, ne, "svg")) x->svg_seen = 1;
-    memset(at, 0, sizeof at);
-    *i = ne;
+        if (local_name_is(s, b, e, shape_names[k])) return k;
+    if (local_name_is(s, b, e, "use")) return K_USE;
+    if (local_name_is(s, b, e, "svg")) return K_SVG;
+    if (local_name_is(s, b, e, "symbol")) return K_SYMBOL;
+    return K_OTHER;
+}
+
+/* Containers whose content is not drawn where it stands (a <use> may draw it). */
+static int is_hidden_container(const char *s, size_t b, size_t e)
+{
+    static const char *const names[] = {"defs", "symbol", "clipPath", "mask", "marker",
+                                        "pattern"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+        if (local_name_is(s, b, e, names[k])) return 1;
+    return 0;
+}
+
+/* Reads the attributes of the tag whose name ends at s[*i] up to the end of the tag: their
+ * spans into at[] (id, transform and display of every element, the others of kinds below
+ * K_OTHER), *closed for "/>". lt is the offset of the '<', name the quoted element name. */
+static grove_status read_attrs(svg_doc *x, size_t *i, size_t lt, const char *name, int kind,
+                               attr_span *at, int *closed)
+{
+    const char *s = x->s;
+    char msg[160], q[64];
+    memset(at, 0, A_COUNT * sizeof *at);
+    *closed = 0;
     for (;;) {
-        size_t ab, ae;
+        size_t ab, ae, lb;
         char quote;
         while (*i < x->n && is_xml_space(s[*i])) (*i)++;
         if (*i >= x->n) return svg_bad(x, lt, "unterminated tag");
         if (s[*i] == '>') {
             (*i)++;
-            break;
+            return GROVE_OK;
         }
         if (s[*i] == '/' && *i + 1 < x->n && s[*i + 1] == '>') {
             *i += 2;
-            closed = 1;
-            break;
+            *closed = 1;
+            return GROVE_OK;
         }
         ab = *i;
         while (*i < x->n && !is_name_end(s[*i])) (*i)++;
@@ -922,93 +980,412 @@ static grove_status start_tag(svg_doc *x, size_t *i)
         while (*i < x->n && is_xml_space(s[*i])) (*i)++;
         if (ae == ab || *i >= x->n || s[*i] != '=') {
             grove__quote(q, sizeof q, s + ab, ae > ab ? ae - ab : 1);
-            snprintf(w.prefix, sizeof w.prefix, "<%s>: malformed attribute '%s' (want name=\"value\")",
+            snprintf(msg, sizeof msg, "<%s>: malformed attribute '%s' (want name=\"value\")",
                      name, q);
-            return svg_bad(x, ab, w.prefix);
+            return svg_bad(x, ab, msg);
         }
         (*i)++;
         while (*i < x->n && is_xml_space(s[*i])) (*i)++;
         if (*i >= x->n || (s[*i] != '"' && s[*i] != '\'')) {
             grove__quote(q, sizeof q, s + ab, ae - ab);
-            snprintf(w.prefix, sizeof w.prefix, "<%s>: the value of attribute '%s' is not quoted",
-                     name, q);
-            return svg_bad(x, ab, w.prefix);
+            snprintf(msg, sizeof msg, "<%s>: the value of attribute '%s' is not quoted", name,
+                     q);
+            return svg_bad(x, ab, msg);
         }
         quote = s[(*i)++];
         {
             const char *qe = (const char *)memchr(s + *i, quote, x->n - *i);
             if (!qe) {
                 grove__quote(q, sizeof q, s + ab, ae - ab);
-                snprintf(w.prefix, sizeof w.prefix, "<%s>: attribute '%s' has no closing quote",
-                         name, q);
-                return svg_bad(x, ab, w.prefix);
+                snprintf(msg, sizeof msg, "<%s>: attribute '%s' has no closing quote", name, q);
+                return svg_bad(x, ab, msg);
             }
-            /* the transform of any element; the others of the elements drawn */
-            for (int k = 0; k < A_COUNT; k++)
-                if ((k == A_TRANSFORM || kind < SH_COUNT) && ae - ab == strlen(attr_names[k]) &&
-                    memcmp(s + ab, attr_names[k], ae - ab) == 0) {
+            /* href also as xlink:href (any prefix) */
+            lb = ab;
+            for (size_t j = ae; j > ab; j--)
+                if (s[j - 1] == ':') {
+                    lb = j;
+                    break;
+                }
+            for (int k = 0; k < A_COUNT; k++) {
+                const size_t nb = k == A_HREF ? lb : ab;
+                if ((k == A_TRANSFORM || k == A_ID || k == A_DISPLAY || kind < K_OTHER) &&
+                    ae - nb == strlen(attr_names[k]) &&
+                    memcmp(s + nb, attr_names[k], ae - nb) == 0) {
                     at[k].has = 1;
                     at[k].b = *i;
                     at[k].e = (size_t)(qe - s);
                 }
+            }
             *i = (size_t)(qe - s) + 1;
         }
     }
+}
 
-    w.tag = lt;
-    w.attr = NULL;
-    if (kind < SH_COUNT) {
-        int k = snprintf(w.prefix, sizeof w.prefix, "%s %zu", shape_names[kind],
-                         x->count[kind]);
+/* Reads the numbers of a viewBox (min-x min-y width height) into vb; *ok = 0 when the attribute
+ * is absent. A width or height of 0 or less is returned as read (the caller draws nothing). */
+static grove_status read_viewbox(svg_doc *x, where *w, const attr_span *a, double *vb, int *ok)
+{
+    size_t len, i = 0;
+    char q[64];
+    *ok = 0;
+    if (!a->has) return GROVE_OK;
+    w->attr = "viewBox";
+    GROVE_TRY(decode_value(x, a->b, a->e, &len));
+    for (int k = 0; k < 4; k++) GROVE_TRY(read_number(x, w, &i, len, &vb[k], "viewBox", k, 4));
+    i = skip_sep(x->val, i, len);
+    if (i < len) {
+        grove__quote(q, sizeof q, x->val + i, len - i);
+        return value_bad(x, w, i, "'%s' after the 4 numbers of viewBox", q);
+    }
+    *ok = 1;
+    return GROVE_OK;
+}
+
+/* The transform that maps viewBox vb onto a viewport of size vw x vh at the origin, as
+ * preserveAspectRatio (attribute a; default xMidYMid meet) says (SVG 2, 8.2). */
+static grove_status viewbox_map(svg_doc *x, where *w, const attr_span *a, const double *vb,
+                                double vw, double vh, affine *m)
+{
+    double sx = vw / vb[2], sy = vh / vb[3];
+    int ax = 1, ay = 1, none = 0, slice = 0; /* align: 0 min, 1 mid, 2 max */
+    if (a->has) {
+        size_t len, i = 0, b;
+        char q[64];
+        w->attr = "preserveAspectRatio";
+        GROVE_TRY(decode_value(x, a->b, a->e, &len));
+        while (i < len && is_xml_space(x->val[i])) i++;
+        b = i;
+        while (i < len && !is_xml_space(x->val[i])) i++;
+        if (i - b == 4 && memcmp(x->val + b, "none", 4) == 0) {
+            none = 1;
+        } else if (i - b == 8 && x->val[b] == 'x' && x->val[b + 4] == 'Y') {
+            const char *v = x->val + b;
+            ax = memcmp(v + 1, "Min", 3) == 0 ? 0 : memcmp(v + 1, "Mid", 3) == 0 ? 1
+                 : memcmp(v + 1, "Max", 3) == 0 ? 2 : -1;
+            ay = memcmp(v + 5, "Min", 3) == 0 ? 0 : memcmp(v + 5, "Mid", 3) == 0 ? 1
+                 : memcmp(v + 5, "Max", 3) == 0 ? 2 : -1;
+        } else {
+            ax = -1;
+        }
+        if (ax < 0 || ay < 0) {
+            grove__quote(q, sizeof q, x->val + b, i - b);
+            return value_bad(x, w, b, "unknown alignment '%s' (none or xMinYMin ... xMaxYMax)",
+                             q);
+        }
+        while (i < len && is_xml_space(x->val[i])) i++;
+        b = i;
+        while (i < len && !is_xml_space(x->val[i])) i++;
+        if (i - b == 5 && memcmp(x->val + b, "slice", 5) == 0)
+            slice = 1;
+        else if (i > b && !(i - b == 4 && memcmp(x->val + b, "meet", 4) == 0)) {
+            grove__quote(q, sizeof q, x->val + b, i - b);
+            return value_bad(x, w, b, "'%s' is neither meet nor slice", q);
+        }
+    }
+    if (!none) sx = sy = slice ? (sx > sy ? sx : sy) : (sx < sy ? sx : sy);
+    *m = identity;
+    m->a = sx;
+    m->d = sy;
+    m->e = -vb[0] * sx + (none ? 0 : ax * (vw - vb[2] * sx) / 2);
+    m->f = -vb[1] * sy + (none ? 0 : ay * (vh - vb[3] * sy) / 2);
+    return GROVE_OK;
+}
+
+static grove_status scan_from(svg_doc *x, size_t i, size_t stop_depth);
+
+static int id_cmp(const void *a, const void *b)
+{
+    const id_entry *p = (const id_entry *)a, *q = (const id_entry *)b;
+    int c = strcmp(p->id, q->id);
+    return c ? c : (p->at < q->at ? -1 : p->at > q->at);
+}
+
+/* Builds x->ids: one pass over the whole file that records every element's id. */
+static grove_status build_ids(svg_doc *x)
+{
+    svg_doc y;
+    grove_status st;
+    memset(&y, 0, sizeof y);
+    y.ctx = x->ctx;
+    y.path = x->path;
+    y.s = x->s;
+    y.n = x->n;
+    y.line_no = 1;
+    y.indexing = 1;
+    st = scan_from(&y, 0, 0);
+    free(y.stack);
+    free(y.val);
+    free(y.raw);
+    if (st != GROVE_OK) {
+        for (size_t k = 0; k < y.nids; k++) free(y.ids[k].id);
+        free(y.ids);
+        return st;
+    }
+    if (y.nids) qsort(y.ids, y.nids, sizeof *y.ids, id_cmp);
+    x->ids = y.ids;
+    x->nids = y.nids;
+    x->ids_built = 1;
+    return GROVE_OK;
+}
+
+/* The start of the first element (in file order) with id id, or SIZE_MAX. */
+static size_t find_id(const svg_doc *x, const char *id)
+{
+    size_t lo = 0, hi = x->nids;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(x->ids[mid].id, id) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < x->nids && strcmp(x->ids[lo].id, id) == 0 ? x->ids[lo].at : SIZE_MAX;
+}
+
+/* Draws what <use> (attributes at, transform m with its own transform applied) refers to: the
+ * element with that id and what it holds, drawn where the use is, moved by (x, y); a <symbol>
+ * or <svg> with a viewBox is scaled into the use's width and height (else its own, else the
+ * root viewport's). */
+static grove_status draw_use(svg_doc *x, where *w, const attr_span *at, const affine *m)
+{
+    size_t len, target, i, d0, ne;
+    double ux, uy;
+    affine t = *m, extra = identity;
+    char id[256], q[64];
+    int tkind;
+    if (!at[A_HREF].has) return GROVE_OK; /* SVG: nothing to draw */
+    w->attr = "href";
+    GROVE_TRY(decode_value(x, at[A_HREF].b, at[A_HREF].e, &len));
+    {
+        size_t b = 0, e = len;
+        while (b < e && is_xml_space(x->val[b])) b++;
+        while (e > b && is_xml_space(x->val[e - 1])) e--;
+        if (e - b < 2 || x->val[b] != '#') {
+            grove__quote(q, sizeof q, x->val + b, e - b);
+            return value_bad(x, w, b, "only a reference inside the file ('#id') is read, not '%s'",
+                             q);
+        }
+        if (e - b - 1 >= sizeof id) return value_bad(x, w, b, "the id is too long");
+        memcpy(id, x->val + b + 1, e - b - 1);
+        id[e - b - 1] = '\0';
+    }
+    if (!x->ids_built) GROVE_TRY(build_ids(x));
+    target = find_id(x, id);
+    w->attr = NULL;
+    grove__quote(q, sizeof q, id, strlen(id));
+    if (target == SIZE_MAX) return value_bad(x, w, 0, "no element has the id \"%s\"", q);
+    for (size_t k = 0; k < x->nactive; k++)
+        if (x->active[k] == target)
+            return value_bad(x, w, 0, "the element \"%s\" holds this <use>: a reference cycle", q);
+    if (x->nactive == SVG_USE_DEPTH)
+        return value_bad(x, w, 0, "references nested more than %d deep", SVG_USE_DEPTH);
+    GROVE_TRY(read_length(x, w, &at[A_X], "x", &ux));
+    GROVE_TRY(read_length(x, w, &at[A_Y], "y", &uy));
+    w->attr = NULL;
+    {
+        affine tr = identity;
+        tr.e = ux;
+        tr.f = uy;
+        t = compose(&t, &tr);
+    }
+    for (ne = target + 1; ne < x->n && !is_name_end(x->s[ne]); ne++) {
+    }
+    tkind = element_kind(x->s, target + 1, ne);
+    if (tkind == K_SYMBOL || tkind == K_SVG) {
+        attr_span ta[A_COUNT];
+        double vb[4], vw, vh;
+        int has_vb, closed;
+        char tname[48];
+        i = ne;
+        grove__quote(tname, sizeof tname, x->s + target + 1, ne - target - 1);
+        GROVE_TRY(read_attrs(x, &i, target, tname, tkind, ta, &closed));
+        GROVE_TRY(read_viewbox(x, w, &ta[A_VIEWBOX], vb, &has_vb));
+        if (has_vb) {
+            const attr_span *sw = at[A_WIDTH].has ? &at[A_WIDTH] : &ta[A_WIDTH];
+            const attr_span *sh = at[A_HEIGHT].has ? &at[A_HEIGHT] : &ta[A_HEIGHT];
+            if ((!sw->has || !sh->has) && !x->vp_known)
+                return value_bad(x, w, 0,
+                                 "\"%s\" has a viewBox, and neither the <use> nor it gives a "
+                                 "width and height: its size would be a share of the viewport, "
+                                 "which the root <svg> does not give (viewBox, or width and "
+                                 "height)", q);
+            if (sw->has)
+                GROVE_TRY(read_length_pct(x, w, sw, "width", x->vp_known ? x->vp_w : 0, &vw));
+            else
+                vw = x->vp_w;
+            if (sh->has)
+                GROVE_TRY(read_length_pct(x, w, sh, "height", x->vp_known ? x->vp_h : 0, &vh));
+            else
+                vh = x->vp_h;
+            w->attr = NULL;
+            if (!(vb[2] > 0) || !(vb[3] > 0) || !(vw > 0) || !(vh > 0)) return GROVE_OK;
+            GROVE_TRY(viewbox_map(x, w, &ta[A_PAR], vb, vw, vh, &extra));
+            w->attr = NULL;
+        }
+    }
+    /* draw the target's element as if it stood here: a frame holding t, then the scan from its
+     * start tag until that element has ended */
+    if (x->depth == x->stack_cap) {
+        size_t nc = x->stack_cap ? 2 * x->stack_cap : 32;
+        frame *st = (frame *)realloc(x->stack, nc * sizeof *st);
+        if (!st)
+            return grove__error(x->ctx, GROVE_ERR_OUT_OF_MEMORY,
+                                "%s: out of memory for %zu nested elements", x->path, nc);
+        x->stack = st;
+        x->stack_cap = nc;
+    }
+    d0 = x->depth;
+    x->stack[x->depth].m = t;
+    x->stack[x->depth].hidden = 0;
+    x->depth++;
+    x->active[x->nactive++] = target;
+    x->force_shown = 1;
+    x->extra = extra;
+    {
+        grove_status st = scan_from(x, target, d0 + 1);
+        x->nactive--;
+        x->depth = d0;
+        x->force_shown = 0;
+        return st;
+    }
+}
+
+/* One start tag at x->s[*i] (just after '<'). */
+static grove_status start_tag(svg_doc *x, size_t *i)
+{
+    size_t nb = *i, ne, lt = *i - 1;
+    int closed, kind, hidden, shown = x->force_shown;
+    attr_span at[A_COUNT];
+    frame parent = {{1, 0, 0, 1, 0, 0}, 0};
+    affine m;
+    where w;
+    char name[48], q[64];
+
+    x->force_shown = 0;
+    for (ne = nb; ne < x->n && !is_name_end(x->s[ne]); ne++) {
+    }
+    grove__quote(name, sizeof name, x->s + nb, ne - nb);
+    kind = element_kind(x->s, nb, ne);
+    *i = ne;
+    GROVE_TRY(read_attrs(x, i, lt, name, kind, at, &closed));
+    if (x->depth) parent = x->stack[x->depth - 1];
+    hidden = parent.hidden || (is_hidden_container(x->s, nb, ne) && !shown);
+    if (at[A_DISPLAY].has) {
+        size_t len, b = 0;
+        GROVE_TRY(decode_value(x, at[A_DISPLAY].b, at[A_DISPLAY].e, &len));
+        while (b < len && is_xml_space(x->val[b])) b++;
+        if (len - b >= 4 && memcmp(x->val + b, "none", 4) == 0) hidden = 1;
+    }
+
+    if (x->indexing) {
         if (at[A_ID].has) {
             size_t len;
+            char *copy;
             GROVE_TRY(decode_value(x, at[A_ID].b, at[A_ID].e, &len));
-            grove__quote(q, sizeof q, x->val, len);
-            snprintf(w.prefix + k, sizeof w.prefix - (size_t)k, " (id \"%s\")", q);
+            if (x->nids == x->ids_cap) {
+                size_t nc = x->ids_cap ? 2 * x->ids_cap : 64;
+                id_entry *ne2 = (id_entry *)realloc(x->ids, nc * sizeof *ne2);
+                if (!ne2) goto oom;
+                x->ids = ne2;
+                x->ids_cap = nc;
+            }
+            copy = (char *)malloc(len + 1);
+            if (!copy) goto oom;
+            memcpy(copy, x->val, len + 1);
+            x->ids[x->nids].id = copy;
+            x->ids[x->nids++].at = lt;
         }
-        k = (int)strlen(w.prefix);
-        snprintf(w.prefix + k, sizeof w.prefix - (size_t)k, ": ");
+        m = identity;
     } else {
-        snprintf(w.prefix, sizeof w.prefix, "<%s>: ", name);
-    }
-    m = x->depth ? x->stack[x->depth - 1] : identity;
-    if (at[A_TRANSFORM].has) {
-        size_t len;
-        affine t;
-        w.attr = "transform";
-        GROVE_TRY(decode_value(x, at[A_TRANSFORM].b, at[A_TRANSFORM].e, &len));
-        GROVE_TRY(parse_transform(x, &w, len, &t));
-        m = compose(&m, &t);
-    }
-    if (kind < SH_COUNT) {
-        x->count[kind]++;
-        if (kind != SH_PATH) {
-            GROVE_TRY(emit_shape(x, kind, at, &w, &m));
-        } else if (at[A_D].has) {
+        w.tag = lt;
+        w.attr = NULL;
+        if (kind <= K_USE) {
+            /* "rect 2 (id "r"): " in file order; inside what a <use> draws, the use's number */
+            const char *kn = kind < SH_COUNT ? shape_names[kind] : "use";
+            int k = x->nactive ? snprintf(w.prefix, sizeof w.prefix, "%s", kn)
+                               : snprintf(w.prefix, sizeof w.prefix, "%s %zu", kn,
+                                          kind < SH_COUNT ? x->count[kind] : x->uses);
+            if (at[A_ID].has) {
+                size_t len;
+                GROVE_TRY(decode_value(x, at[A_ID].b, at[A_ID].e, &len));
+                grove__quote(q, sizeof q, x->val, len);
+                snprintf(w.prefix + k, sizeof w.prefix - (size_t)k, " (id \"%s\")", q);
+            }
+            k = (int)strlen(w.prefix);
+            if (x->nactive)
+                snprintf(w.prefix + k, sizeof w.prefix - (size_t)k, ", drawn by use %zu: ",
+                         x->use_no);
+            else
+                snprintf(w.prefix + k, sizeof w.prefix - (size_t)k, ": ");
+        } else {
+            snprintf(w.prefix, sizeof w.prefix, "<%s>: ", name);
+        }
+        m = parent.m;
+        if (at[A_TRANSFORM].has) {
             size_t len;
-            w.attr = "d";
-            GROVE_TRY(decode_value(x, at[A_D].b, at[A_D].e, &len));
-            GROVE_TRY(parse_path_data(x, &w, &m, len));
+            affine t;
+            w.attr = "transform";
+            GROVE_TRY(decode_value(x, at[A_TRANSFORM].b, at[A_TRANSFORM].e, &len));
+            GROVE_TRY(parse_transform(x, &w, len, &t));
+            m = compose(&m, &t);
+        }
+        if (shown) m = compose(&m, &x->extra);
+        if (kind == K_SVG && !x->svg_seen) {
+            /* the root viewport, for percentages: its viewBox, else width and height */
+            double vb[4];
+            int has_vb;
+            GROVE_TRY(read_viewbox(x, &w, &at[A_VIEWBOX], vb, &has_vb));
+            if (has_vb && vb[2] > 0 && vb[3] > 0) {
+                x->vp_w = vb[2], x->vp_h = vb[3], x->vp_known = 1;
+            } else if (at[A_WIDTH].has && at[A_HEIGHT].has) {
+                GROVE_TRY(read_length(x, &w, &at[A_WIDTH], "width", &x->vp_w));
+                GROVE_TRY(read_length(x, &w, &at[A_HEIGHT], "height", &x->vp_h));
+                x->vp_known = x->vp_w > 0 && x->vp_h > 0;
+            }
+            w.attr = NULL;
+        }
+        if (kind < SH_COUNT) {
+            if (!x->nactive) x->count[kind]++;
+            if (hidden) {
+            } else if (kind != SH_PATH) {
+                GROVE_TRY(emit_shape(x, kind, at, &w, &m));
+            } else if (at[A_D].has) {
+                size_t len;
+                w.attr = "d";
+                GROVE_TRY(decode_value(x, at[A_D].b, at[A_D].e, &len));
+                GROVE_TRY(parse_path_data(x, &w, &m, len));
+            }
+        } else if (kind == K_USE) {
+            if (!x->nactive) x->use_no = x->uses++;
+            if (!hidden) GROVE_TRY(draw_use(x, &w, at, &m));
         }
     }
+    if (kind == K_SVG) x->svg_seen = 1;
     if (!closed) {
         if (x->depth == x->stack_cap) {
             size_t nc = x->stack_cap ? 2 * x->stack_cap : 32;
-            affine *st = (affine *)realloc(x->stack, nc * sizeof *st);
+            frame *st = (frame *)realloc(x->stack, nc * sizeof *st);
             if (!st)
                 return grove__error(x->ctx, GROVE_ERR_OUT_OF_MEMORY,
                                     "%s: out of memory for %zu nested elements", x->path, nc);
             x->stack = st;
             x->stack_cap = nc;
         }
-        x->stack[x->depth++] = m;
+        x->stack[x->depth].m = m;
+        x->stack[x->depth].hidden = hidden;
+        x->depth++;
     }
     return GROVE_OK;
+oom:
+    return grove__error(x->ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory for the ids",
+                        x->path);
 }
 
-static grove_status scan_svg(svg_doc *x)
+/* Scans the file from offset i; with stop_depth > 0, returns once the element open depth has
+ * fallen to stop_depth after a tag (a <use>'s target drawn: its start tag is at i). */
+static grove_status scan_from(svg_doc *x, size_t i, size_t stop_depth)
 {
-    size_t i = 0;
     const char *s = x->s;
     while (i < x->n) {
         const char *lt = (const char *)memchr(s + i, '<', x->n - i);
@@ -1019,12 +1396,15 @@ static grove_status scan_svg(svg_doc *x)
         if (x->n - i >= 3 && memcmp(s + i, "!--", 3) == 0) {
             i += 3;
             if (!skip_past(x, &i, "-->")) return svg_bad(x, at, "unterminated comment");
+            continue;
         } else if (x->n - i >= 8 && memcmp(s + i, "![CDATA[", 8) == 0) {
             i += 8;
             if (!skip_past(x, &i, "]]>")) return svg_bad(x, at, "unterminated CDATA section");
+            continue;
         } else if (i < x->n && s[i] == '?') {
             if (!skip_past(x, &i, "?>"))
                 return svg_bad(x, at, "unterminated processing instruction");
+            continue;
         } else if (i < x->n && s[i] == '!') {
             /* <!DOCTYPE ...> with an optional [internal subset], whose '>'s do not end it */
             int bracket = 0;
@@ -1045,6 +1425,7 @@ static grove_status scan_svg(svg_doc *x)
             }
             if (i >= x->n) return svg_bad(x, at, "unterminated <!...> declaration");
             i++;
+            continue;
         } else if (i < x->n && s[i] == '/') {
             const char *gt = (const char *)memchr(s + i, '>', x->n - i);
             if (!gt) return svg_bad(x, at, "unterminated end tag");
@@ -1055,6 +1436,7 @@ static grove_status scan_svg(svg_doc *x)
         } else {
             return svg_bad(x, at, "'<' that starts no tag (write it as &lt;)");
         }
+        if (stop_depth && x->depth <= stop_depth) return GROVE_OK;
     }
     return GROVE_OK;
 }
@@ -1081,7 +1463,7 @@ grove_status grove__bz_read_svg(grove__rd *r, grove__bz_sink *sink)
     x.s[x.n] = '\0';
     x.line_no = 1;
     x.sink = sink;
-    st = scan_svg(&x);
+    st = scan_from(&x, 0, 0);
     /* a file that is not SVG at all (text curves, an empty file) would otherwise give no curves
      * and no error */
     if (st == GROVE_OK && !x.svg_seen)
@@ -1091,5 +1473,7 @@ grove_status grove__bz_read_svg(grove__rd *r, grove__bz_sink *sink)
     free(x.stack);
     free(x.val);
     free(x.raw);
+    for (size_t k = 0; k < x.nids; k++) free(x.ids[k].id);
+    free(x.ids);
     return st;
 }
