@@ -1450,6 +1450,28 @@ static void test_svg_use(void)
                  head);
         CURVES("par.svg", doc, GROVE_CURVES_SVG, 3, deg, cp, 0);
     }
+    {
+        /* nested <svg>: content moved to x y and its viewBox fitted into its width and height
+         * (default: the enclosing viewport); a size of 0 draws nothing; % of the viewport */
+        const int deg[] = {1, 1, 1, 1, 1};
+        const double cp[] = {10, 20, 40, 50, 0, 0, 0, 0,  5, 5, 6, 5, 0, 0, 0, 0,
+                             25, 0, 75, 50, 0, 0, 0, 0,   10, 25, 12, 25, 0, 0, 0, 0,
+                             10, 20, 13, 23, 0, 0, 0, 0};
+        snprintf(doc, sizeof doc,
+                 "%s<svg x='10' y='20' width='30' height='30' viewBox='0 0 10 10'>"
+                 "<line x2='10' y2='10'/></svg><svg x='5' y='5'><line x2='1'/></svg>"
+                 "<svg viewBox='0 0 10 10'><line x2='10' y2='10'/></svg>"
+                 "<svg width='0' height='5'><line x2='1'/></svg>"
+                 "<svg x='10%%' y='50%%' viewBox='0 0 50 25'><line x2='1'/></svg>"
+                 "<svg x='10' y='20' width='30' height='30' viewBox='0 0 10 10'>"
+                 "<svg width='1' height='1' viewBox='0 0 1 1'><line x2='1' y2='1'/></svg></svg>"
+                 "</svg>",
+                 head);
+        CURVES("nested.svg", doc, GROVE_CURVES_SVG, 5, deg, cp, 0);
+    }
+    BAD("nestedvb.svg", "<svg><svg viewBox='0 0 1 1'><path d='M0 0H1'/></svg></svg>",
+        GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "<svg>: a nested <svg> with a viewBox needs a width and height", NULL);
     /* the same curves as the element written out in place */
     expect_same(__LINE__,
                 "<defs><g id='t' transform='rotate(30)'><circle cx='1' r='2'/><polygon "

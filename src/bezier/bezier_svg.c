@@ -9,8 +9,9 @@
  * subset included), quoted attributes and the five predefined and the numeric character
  * references; element names are compared without their namespace prefix. <use> draws its
  * target by scanning that element again with the use's transform; the ids are indexed by a
- * first pass at the first <use>. Everything else (styles, nested viewports, defined entities) is
- * outside what the module reads, and the documentation says so (docs/bezier.md).
+ * first pass at the first <use>. Nested <svg> viewports map their viewBox. Everything else
+ * (styles, defined entities) is outside what the module reads, and the documentation says so
+ * (docs/bezier.md).
  */
 #include <float.h>
 #include <math.h>
@@ -50,6 +51,8 @@ static affine compose(const affine *m, const affine *n)
 typedef struct frame {
     affine m;
     int hidden;
+    double vw, vh; /* the nearest viewport's size in user units (percentages), ... */
+    int vk;        /* ... when known */
 } frame;
 
 /* An element with an id, for <use>: the decoded id and where its start tag begins. */
@@ -87,8 +90,6 @@ typedef struct svg_doc {
     size_t use_no;        /* the number of the outermost <use> being drawn (when nactive > 0) */
     int force_shown;      /* the next start tag is a <use>'s target: drawn wherever it is ... */
     affine extra;         /* ... with this after its own transform (a symbol's viewBox) */
-    double vp_w, vp_h;    /* the root <svg>'s viewport in user units, for percentages ... */
-    int vp_known;         /* ... when its viewBox or width and height give it */
 } svg_doc;
 
 /* The 1-based line of file offset pos. Errors and elements come in file order, so the count
@@ -1147,7 +1148,8 @@ static size_t find_id(const svg_doc *x, const char *id)
  * element with that id and what it holds, drawn where the use is, moved by (x, y); a <symbol>
  * or <svg> with a viewBox is scaled into the use's width and height (else its own, else the
  * root viewport's). */
-static grove_status draw_use(svg_doc *x, where *w, const attr_span *at, const affine *m)
+static grove_status draw_use(svg_doc *x, where *w, const attr_span *at, const affine *m,
+                             const frame *vp)
 {
     size_t len, target, i, d0, ne;
     double ux, uy;
@@ -1204,20 +1206,20 @@ static grove_status draw_use(svg_doc *x, where *w, const attr_span *at, const af
         if (has_vb) {
             const attr_span *sw = at[A_WIDTH].has ? &at[A_WIDTH] : &ta[A_WIDTH];
             const attr_span *sh = at[A_HEIGHT].has ? &at[A_HEIGHT] : &ta[A_HEIGHT];
-            if ((!sw->has || !sh->has) && !x->vp_known)
+            if ((!sw->has || !sh->has) && !vp->vk)
                 return value_bad(x, w, 0,
                                  "\"%s\" has a viewBox, and neither the <use> nor it gives a "
                                  "width and height: its size would be a share of the viewport, "
-                                 "which the root <svg> does not give (viewBox, or width and "
-                                 "height)", q);
+                                 "whose size is not given (a viewBox, or width and height, on the "
+                                 "root <svg>)", q);
             if (sw->has)
-                GROVE_TRY(read_length_pct(x, w, sw, "width", x->vp_known ? x->vp_w : 0, &vw));
+                GROVE_TRY(read_length_pct(x, w, sw, "width", vp->vk ? vp->vw : 0, &vw));
             else
-                vw = x->vp_w;
+                vw = vp->vw;
             if (sh->has)
-                GROVE_TRY(read_length_pct(x, w, sh, "height", x->vp_known ? x->vp_h : 0, &vh));
+                GROVE_TRY(read_length_pct(x, w, sh, "height", vp->vk ? vp->vh : 0, &vh));
             else
-                vh = x->vp_h;
+                vh = vp->vh;
             w->attr = NULL;
             if (!(vb[2] > 0) || !(vb[3] > 0) || !(vw > 0) || !(vh > 0)) return GROVE_OK;
             GROVE_TRY(viewbox_map(x, w, &ta[A_PAR], vb, vw, vh, &extra));
@@ -1236,6 +1238,7 @@ static grove_status draw_use(svg_doc *x, where *w, const attr_span *at, const af
         x->stack_cap = nc;
     }
     d0 = x->depth;
+    x->stack[x->depth] = *vp;
     x->stack[x->depth].m = t;
     x->stack[x->depth].hidden = 0;
     x->depth++;
@@ -1251,13 +1254,76 @@ static grove_status draw_use(svg_doc *x, where *w, const attr_span *at, const af
     }
 }
 
+/* The viewport an <svg> element sets up (attributes at; root: the outermost one; shown: the target
+ * of a <use>, which fitted its viewBox already): for the root, its size (its viewBox's, else
+ * width and height) is recorded for percentages and its coordinates are kept as they are; a
+ * nested one moves its content to (x, y) and fits its viewBox into its width and height (default
+ * 100% of the enclosing viewport) into *m, or hides it (*hidden) when a size is 0. self gets the
+ * viewport's size for what it holds. */
+static grove_status viewport(svg_doc *x, where *w, const attr_span *at, int root, int shown,
+                             const frame *parent, frame *self, affine *m, int *hidden)
+{
+    double vb[4], px = 0, py = 0, sw = 0, sh = 0;
+    int has_vb, known;
+    GROVE_TRY(read_viewbox(x, w, &at[A_VIEWBOX], vb, &has_vb));
+    w->attr = NULL;
+    if (has_vb && !(vb[2] > 0 && vb[3] > 0)) has_vb = 0, *hidden = !root;
+    if (root || shown) {
+        /* the root's own x, y, width and height place it on a page, not its content */
+        if (has_vb) {
+            self->vw = vb[2], self->vh = vb[3], self->vk = 1;
+        } else if (root && at[A_WIDTH].has && at[A_HEIGHT].has) {
+            GROVE_TRY(read_length(x, w, &at[A_WIDTH], "width", &self->vw));
+            GROVE_TRY(read_length(x, w, &at[A_HEIGHT], "height", &self->vh));
+            self->vk = self->vw > 0 && self->vh > 0;
+        }
+        w->attr = NULL;
+        return GROVE_OK;
+    }
+    GROVE_TRY(read_length_pct(x, w, &at[A_X], "x", parent->vk ? parent->vw : 0, &px));
+    GROVE_TRY(read_length_pct(x, w, &at[A_Y], "y", parent->vk ? parent->vh : 0, &py));
+    if (at[A_WIDTH].has)
+        GROVE_TRY(read_length_pct(x, w, &at[A_WIDTH], "width", parent->vk ? parent->vw : 0, &sw));
+    else
+        sw = parent->vw;
+    if (at[A_HEIGHT].has)
+        GROVE_TRY(read_length_pct(x, w, &at[A_HEIGHT], "height", parent->vk ? parent->vh : 0,
+                                  &sh));
+    else
+        sh = parent->vh;
+    w->attr = NULL;
+    known = (at[A_WIDTH].has || parent->vk) && (at[A_HEIGHT].has || parent->vk);
+    {
+        affine tr = identity;
+        tr.e = px;
+        tr.f = py;
+        *m = compose(m, &tr);
+    }
+    if (known && (!(sw > 0) || !(sh > 0))) *hidden = 1;
+    if (has_vb && !*hidden) {
+        affine fit;
+        if (!known)
+            return value_bad(x, w, 0,
+                             "a nested <svg> with a viewBox needs a width and height, or a "
+                             "viewport to take them from (a viewBox, or width and height, on the "
+                             "root <svg>)");
+        GROVE_TRY(viewbox_map(x, w, &at[A_PAR], vb, sw, sh, &fit));
+        w->attr = NULL;
+        *m = compose(m, &fit);
+        self->vw = vb[2], self->vh = vb[3], self->vk = 1;
+    } else {
+        self->vw = sw, self->vh = sh, self->vk = known;
+    }
+    return GROVE_OK;
+}
+
 /* One start tag at x->s[*i] (just after '<'). */
 static grove_status start_tag(svg_doc *x, size_t *i)
 {
     size_t nb = *i, ne, lt = *i - 1;
     int closed, kind, hidden, shown = x->force_shown;
     attr_span at[A_COUNT];
-    frame parent = {{1, 0, 0, 1, 0, 0}, 0};
+    frame parent = {{1, 0, 0, 1, 0, 0}, 0, 0, 0, 0}, self;
     affine m;
     where w;
     char name[48], q[64];
@@ -1270,6 +1336,7 @@ static grove_status start_tag(svg_doc *x, size_t *i)
     *i = ne;
     GROVE_TRY(read_attrs(x, i, lt, name, kind, at, &closed));
     if (x->depth) parent = x->stack[x->depth - 1];
+    self = parent;
     hidden = parent.hidden || (is_hidden_container(x->s, nb, ne) && !shown);
     if (at[A_DISPLAY].has) {
         size_t len, b = 0;
@@ -1331,20 +1398,8 @@ static grove_status start_tag(svg_doc *x, size_t *i)
             m = compose(&m, &t);
         }
         if (shown) m = compose(&m, &x->extra);
-        if (kind == K_SVG && !x->svg_seen) {
-            /* the root viewport, for percentages: its viewBox, else width and height */
-            double vb[4];
-            int has_vb;
-            GROVE_TRY(read_viewbox(x, &w, &at[A_VIEWBOX], vb, &has_vb));
-            if (has_vb && vb[2] > 0 && vb[3] > 0) {
-                x->vp_w = vb[2], x->vp_h = vb[3], x->vp_known = 1;
-            } else if (at[A_WIDTH].has && at[A_HEIGHT].has) {
-                GROVE_TRY(read_length(x, &w, &at[A_WIDTH], "width", &x->vp_w));
-                GROVE_TRY(read_length(x, &w, &at[A_HEIGHT], "height", &x->vp_h));
-                x->vp_known = x->vp_w > 0 && x->vp_h > 0;
-            }
-            w.attr = NULL;
-        }
+        if (kind == K_SVG || (kind == K_SYMBOL && shown))
+            GROVE_TRY(viewport(x, &w, at, !x->svg_seen, shown, &parent, &self, &m, &hidden));
         if (kind < SH_COUNT) {
             if (!x->nactive) x->count[kind]++;
             if (hidden) {
@@ -1358,7 +1413,7 @@ static grove_status start_tag(svg_doc *x, size_t *i)
             }
         } else if (kind == K_USE) {
             if (!x->nactive) x->use_no = x->uses++;
-            if (!hidden) GROVE_TRY(draw_use(x, &w, at, &m));
+            if (!hidden) GROVE_TRY(draw_use(x, &w, at, &m, &parent));
         }
     }
     if (kind == K_SVG) x->svg_seen = 1;
@@ -1372,6 +1427,7 @@ static grove_status start_tag(svg_doc *x, size_t *i)
             x->stack = st;
             x->stack_cap = nc;
         }
+        x->stack[x->depth] = self;
         x->stack[x->depth].m = m;
         x->stack[x->depth].hidden = hidden;
         x->depth++;
