@@ -1469,6 +1469,45 @@ static void test_svg_use(void)
                  head);
         CURVES("nested.svg", doc, GROVE_CURVES_SVG, 5, deg, cp, 0);
     }
+    {
+        /* a root size that is a percentage of the page, or does not parse, is no error (it is
+         * only needed for percentages); a use of a <clipPath> or <defs> draws nothing (only a
+         * <symbol> is drawn through one); content not drawn is not read; href wins over
+         * xlink:href; display is the whole keyword none */
+        const int deg[] = {1, 1, 1, 1, 1};
+        const double cp[] = {0, 0, 1, 1, 0, 0, 0, 0,  5, 5, 6, 6, 0, 0, 0, 0,
+                             0, 0, 1, 1, 0, 0, 0, 0,  5, 5, 6, 6, 0, 0, 0, 0,
+                             7, 7, 8, 8, 0, 0, 0, 0};
+        CURVES("rootpct.svg",
+               "<svg width='100%' height='100%' viewBox='0 0 100'><clipPath id='c'><rect "
+               "width='9' height='9'/></clipPath><defs id='d'><path d='M0 0 L9 9'/><g "
+               "transform='spin(3)'><path d='M0 0 X'/></g></defs><use href='#c'/><use href='#d'/>"
+               "<path id='a' d='M0 0 L1 1'/><path id='b' d='M5 5 L6 6'/>"
+               "<use href='#b' xlink:href='#a' transform='translate(-5 -5)'/>"
+               "<use xlink:href='#a' href='#b'/><path display=' nonesuch ' d='M7 7 L8 8'/>"
+               "<path display=' none ' d='M7 7 L9 9'/></svg>",
+               GROVE_CURVES_SVG, 5, deg, cp, 0);
+    }
+    BAD("useg.svg", svg_wrap("<defs><g id='g' transform='rotate(1 2)'/></defs><use href='#g'/>"),
+        GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
+        "<g>, drawn by use 0: rotate takes 1 or 3 numbers, found 2", NULL);
+    BAD("usepar2.svg",
+        svg_wrap("<symbol id='s' viewBox='0 0 1 1' preserveAspectRatio='xMidYMid meet junk'/>"
+                 "<use href='#s'/>"),
+        GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT, "'junk' after the alignment and meet or slice",
+        NULL);
+    {
+        /* uses of uses multiply what they draw: 31 levels of a group drawing the one below
+         * twice would scan 2^31 copies of a small element; the reader stops past a budget */
+        size_t o = (size_t)snprintf(doc, sizeof doc, "<svg><defs><g id='g0'/>");
+        for (int k = 1; k <= 31; k++)
+            o += (size_t)snprintf(doc + o, sizeof doc - o,
+                                  "<g id='g%d'><use href='#g%d'/><use href='#g%d'/></g>", k,
+                                  k - 1, k - 1);
+        snprintf(doc + o, sizeof doc - o, "</defs><use href='#g31'/></svg>");
+        BAD("usebomb.svg", doc, GROVE_CURVES_SVG, GROVE_ERR_LIMIT,
+            "draw more than", "bytes of the file in all (uses of uses multiply what they draw)");
+    }
     BAD("nestedvb.svg", "<svg><svg viewBox='0 0 1 1'><path d='M0 0H1'/></svg></svg>",
         GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
         "<svg>: a nested <svg> with a viewBox needs a width and height", NULL);

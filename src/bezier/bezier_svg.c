@@ -64,6 +64,11 @@ typedef struct id_entry {
 /* How deep <use> references may nest (a use drawing a group that holds a use ...). */
 #define SVG_USE_DEPTH 32
 
+/* The most bytes that <use>s may scan in all for a file of n bytes (what they draw, nested uses
+ * included): uses that each draw the previous twice double the work a level, and 30 levels fit
+ * in 2 KB. */
+#define SVG_USE_WORK(n) (((size_t)32 << 20) + 32 * (size_t)(n))
+
 typedef struct svg_doc {
     grove_ctx *ctx;
     const char *path;
@@ -90,6 +95,8 @@ typedef struct svg_doc {
     size_t use_no;        /* the number of the outermost <use> being drawn (when nactive > 0) */
     int force_shown;      /* the next start tag is a <use>'s target: drawn wherever it is ... */
     affine extra;         /* ... with this after its own transform (a symbol's viewBox) */
+    size_t scan_end;      /* where the last scan_from() stopped */
+    size_t use_work;      /* bytes scanned for <use>s so far, against SVG_USE_WORK */
 } svg_doc;
 
 /* The 1-based line of file offset pos. Errors and elements come in file order, so the count
@@ -719,7 +726,8 @@ typedef struct attr_span {
 
 /* Reads length attribute a (named name) into *out: a number with an optional unit, px or one of
  * CSS's absolute units (in cm mm pt pc, at 96 px to the inch), or a percentage of pct where pct
- * > 0; an absent attribute is 0. */
+ * > 0 (pct < 0: of a size not known, *out = NaN; pct = 0: a percentage is refused); an absent
+ * attribute is 0. */
 static grove_status read_length_pct(svg_doc *x, where *w, const attr_span *a, const char *name,
                                     double pct, double *out)
 {
@@ -743,7 +751,7 @@ static grove_status read_length_pct(svg_doc *x, where *w, const attr_span *a, co
     GROVE_TRY(read_number(x, w, &i, number_end(x->val, i, len), out, name, 0, 1));
     u = i;
     while (i < len && ((x->val[i] | 0x20) >= 'a' && (x->val[i] | 0x20) <= 'z')) i++;
-    if (i == u && i < len && x->val[i] == '%' && !(pct > 0)) i++;
+    if (i == u && i < len && x->val[i] == '%' && pct == 0) i++;
     if (i > u) {
         for (k = 0; k < sizeof units / sizeof units[0]; k++)
             if (i - u == 2 && memcmp(x->val + u, units[k].unit, 2) == 0) break;
@@ -755,8 +763,8 @@ static grove_status read_length_pct(svg_doc *x, where *w, const attr_span *a, co
                              q);
         }
         *out *= units[k].px;
-    } else if (pct > 0 && i < len && x->val[i] == '%') {
-        *out *= pct / 100;
+    } else if (pct != 0 && i < len && x->val[i] == '%') {
+        *out = pct > 0 ? *out * (pct / 100) : NAN;
         i++;
     }
     while (i < len && is_xml_space(x->val[i])) i++;
@@ -959,6 +967,7 @@ static grove_status read_attrs(svg_doc *x, size_t *i, size_t lt, const char *nam
 {
     const char *s = x->s;
     char msg[160], q[64];
+    int href_plain = 0; /* SVG 2: href wins over xlink:href, wherever each stands */
     memset(at, 0, A_COUNT * sizeof *at);
     *closed = 0;
     for (;;) {
@@ -1013,6 +1022,8 @@ static grove_status read_attrs(svg_doc *x, size_t *i, size_t lt, const char *nam
                 if ((k == A_TRANSFORM || k == A_ID || k == A_DISPLAY || kind < K_OTHER) &&
                     ae - nb == strlen(attr_names[k]) &&
                     memcmp(s + nb, attr_names[k], ae - nb) == 0) {
+                    if (k == A_HREF && lb != ab && href_plain) continue;
+                    if (k == A_HREF) href_plain = lb == ab;
                     at[k].has = 1;
                     at[k].b = *i;
                     at[k].e = (size_t)(qe - s);
@@ -1082,6 +1093,11 @@ static grove_status viewbox_map(svg_doc *x, where *w, const attr_span *a, const 
         else if (i > b && !(i - b == 4 && memcmp(x->val + b, "meet", 4) == 0)) {
             grove__quote(q, sizeof q, x->val + b, i - b);
             return value_bad(x, w, b, "'%s' is neither meet nor slice", q);
+        }
+        while (i < len && is_xml_space(x->val[i])) i++;
+        if (i < len) {
+            grove__quote(q, sizeof q, x->val + i, len - i);
+            return value_bad(x, w, i, "'%s' after the alignment and meet or slice", q);
         }
     }
     if (!none) sx = sy = slice ? (sx > sy ? sx : sy) : (sx < sy ? sx : sy);
@@ -1206,6 +1222,7 @@ static grove_status draw_use(svg_doc *x, where *w, const attr_span *at, const af
         if (has_vb) {
             const attr_span *sw = at[A_WIDTH].has ? &at[A_WIDTH] : &ta[A_WIDTH];
             const attr_span *sh = at[A_HEIGHT].has ? &at[A_HEIGHT] : &ta[A_HEIGHT];
+            w->attr = NULL;
             if ((!sw->has || !sh->has) && !vp->vk)
                 return value_bad(x, w, 0,
                                  "\"%s\" has a viewBox, and neither the <use> nor it gives a "
@@ -1213,14 +1230,19 @@ static grove_status draw_use(svg_doc *x, where *w, const attr_span *at, const af
                                  "whose size is not given (a viewBox, or width and height, on the "
                                  "root <svg>)", q);
             if (sw->has)
-                GROVE_TRY(read_length_pct(x, w, sw, "width", vp->vk ? vp->vw : 0, &vw));
+                GROVE_TRY(read_length_pct(x, w, sw, "width", vp->vk ? vp->vw : -1, &vw));
             else
                 vw = vp->vw;
             if (sh->has)
-                GROVE_TRY(read_length_pct(x, w, sh, "height", vp->vk ? vp->vh : 0, &vh));
+                GROVE_TRY(read_length_pct(x, w, sh, "height", vp->vk ? vp->vh : -1, &vh));
             else
                 vh = vp->vh;
             w->attr = NULL;
+            if (isnan(vw) || isnan(vh))
+                return value_bad(x, w, 0,
+                                 "the size of \"%s\" is a percentage of a viewport whose size is "
+                                 "not given (a viewBox, or width and height, on the root <svg>)",
+                                 q);
             if (!(vb[2] > 0) || !(vb[3] > 0) || !(vw > 0) || !(vh > 0)) return GROVE_OK;
             GROVE_TRY(viewbox_map(x, w, &ta[A_PAR], vb, vw, vh, &extra));
             w->attr = NULL;
@@ -1250,7 +1272,14 @@ static grove_status draw_use(svg_doc *x, where *w, const attr_span *at, const af
         x->nactive--;
         x->depth = d0;
         x->force_shown = 0;
-        return st;
+        if (st != GROVE_OK) return st;
+        x->use_work += x->scan_end - target;
+        if (x->use_work > SVG_USE_WORK(x->n))
+            return grove__error(x->ctx, GROVE_ERR_LIMIT,
+                                "%s:%llu: %sthe <use> elements draw more than %zu bytes of the "
+                                "file in all (uses of uses multiply what they draw)",
+                                x->path, line_of(x, w->tag), w->prefix, SVG_USE_WORK(x->n));
+        return GROVE_OK;
     }
 }
 
@@ -1265,34 +1294,44 @@ static grove_status viewport(svg_doc *x, where *w, const attr_span *at, int root
 {
     double vb[4], px = 0, py = 0, sw = 0, sh = 0;
     int has_vb, known;
-    GROVE_TRY(read_viewbox(x, w, &at[A_VIEWBOX], vb, &has_vb));
-    w->attr = NULL;
-    if (has_vb && !(vb[2] > 0 && vb[3] > 0)) has_vb = 0, *hidden = !root;
     if (root || shown) {
-        /* the root's own x, y, width and height place it on a page, not its content */
-        if (has_vb) {
+        /* The root's own x, y, width and height place it on a page, not its content: they only
+         * give the size percentages refer to, when they can (a percentage of the page, a value
+         * that does not parse: the size stays unknown, as in the files read before viewports
+         * were). */
+        grove_status st = read_viewbox(x, w, &at[A_VIEWBOX], vb, &has_vb);
+        if (st == GROVE_ERR_OUT_OF_MEMORY) return st;
+        if (st == GROVE_OK && has_vb && vb[2] > 0 && vb[3] > 0) {
             self->vw = vb[2], self->vh = vb[3], self->vk = 1;
         } else if (root && at[A_WIDTH].has && at[A_HEIGHT].has) {
-            GROVE_TRY(read_length(x, w, &at[A_WIDTH], "width", &self->vw));
-            GROVE_TRY(read_length(x, w, &at[A_HEIGHT], "height", &self->vh));
-            self->vk = self->vw > 0 && self->vh > 0;
+            st = read_length(x, w, &at[A_WIDTH], "width", &self->vw);
+            if (st == GROVE_OK) st = read_length(x, w, &at[A_HEIGHT], "height", &self->vh);
+            if (st == GROVE_ERR_OUT_OF_MEMORY) return st;
+            self->vk = st == GROVE_OK && self->vw > 0 && self->vh > 0;
         }
         w->attr = NULL;
         return GROVE_OK;
     }
-    GROVE_TRY(read_length_pct(x, w, &at[A_X], "x", parent->vk ? parent->vw : 0, &px));
-    GROVE_TRY(read_length_pct(x, w, &at[A_Y], "y", parent->vk ? parent->vh : 0, &py));
+    GROVE_TRY(read_viewbox(x, w, &at[A_VIEWBOX], vb, &has_vb));
+    w->attr = NULL;
+    if (has_vb && !(vb[2] > 0 && vb[3] > 0)) has_vb = 0, *hidden = 1;
+    GROVE_TRY(read_length_pct(x, w, &at[A_X], "x", parent->vk ? parent->vw : -1, &px));
+    GROVE_TRY(read_length_pct(x, w, &at[A_Y], "y", parent->vk ? parent->vh : -1, &py));
     if (at[A_WIDTH].has)
-        GROVE_TRY(read_length_pct(x, w, &at[A_WIDTH], "width", parent->vk ? parent->vw : 0, &sw));
+        GROVE_TRY(read_length_pct(x, w, &at[A_WIDTH], "width", parent->vk ? parent->vw : -1, &sw));
     else
-        sw = parent->vw;
+        sw = parent->vk ? parent->vw : NAN;
     if (at[A_HEIGHT].has)
-        GROVE_TRY(read_length_pct(x, w, &at[A_HEIGHT], "height", parent->vk ? parent->vh : 0,
+        GROVE_TRY(read_length_pct(x, w, &at[A_HEIGHT], "height", parent->vk ? parent->vh : -1,
                                   &sh));
     else
-        sh = parent->vh;
+        sh = parent->vk ? parent->vh : NAN;
     w->attr = NULL;
-    known = (at[A_WIDTH].has || parent->vk) && (at[A_HEIGHT].has || parent->vk);
+    if (isnan(px) || isnan(py))
+        return value_bad(x, w, 0,
+                         "x or y is a percentage of a viewport whose size is not given (a "
+                         "viewBox, or width and height, on the root <svg>)");
+    known = !isnan(sw) && !isnan(sh);
     {
         affine tr = identity;
         tr.e = px;
@@ -1337,12 +1376,14 @@ static grove_status start_tag(svg_doc *x, size_t *i)
     GROVE_TRY(read_attrs(x, i, lt, name, kind, at, &closed));
     if (x->depth) parent = x->stack[x->depth - 1];
     self = parent;
-    hidden = parent.hidden || (is_hidden_container(x->s, nb, ne) && !shown);
-    if (at[A_DISPLAY].has) {
+    /* a <use> draws a <symbol>; a <defs>, <clipPath>, ... that it refers to stays undrawn */
+    hidden = parent.hidden || (is_hidden_container(x->s, nb, ne) && !(shown && kind == K_SYMBOL));
+    if (at[A_DISPLAY].has && !hidden && !x->indexing) {
         size_t len, b = 0;
         GROVE_TRY(decode_value(x, at[A_DISPLAY].b, at[A_DISPLAY].e, &len));
         while (b < len && is_xml_space(x->val[b])) b++;
-        if (len - b >= 4 && memcmp(x->val + b, "none", 4) == 0) hidden = 1;
+        while (len > b && is_xml_space(x->val[len - 1])) len--;
+        if (len - b == 4 && memcmp(x->val + b, "none", 4) == 0) hidden = 1;
     }
 
     if (x->indexing) {
@@ -1364,6 +1405,11 @@ static grove_status start_tag(svg_doc *x, size_t *i)
             x->ids[x->nids++].at = lt;
         }
         m = identity;
+    } else if (hidden) {
+        /* not drawn here, so not read either (docs/bezier.md): a <use> that draws it reads it */
+        m = parent.m;
+        if (kind < SH_COUNT && !x->nactive) x->count[kind]++;
+        if (kind == K_USE && !x->nactive) x->uses++;
     } else {
         w.tag = lt;
         w.attr = NULL;
@@ -1385,6 +1431,8 @@ static grove_status start_tag(svg_doc *x, size_t *i)
                          x->use_no);
             else
                 snprintf(w.prefix + k, sizeof w.prefix - (size_t)k, ": ");
+        } else if (x->nactive) {
+            snprintf(w.prefix, sizeof w.prefix, "<%s>, drawn by use %zu: ", name, x->use_no);
         } else {
             snprintf(w.prefix, sizeof w.prefix, "<%s>: ", name);
         }
@@ -1492,8 +1540,12 @@ static grove_status scan_from(svg_doc *x, size_t i, size_t stop_depth)
         } else {
             return svg_bad(x, at, "'<' that starts no tag (write it as &lt;)");
         }
-        if (stop_depth && x->depth <= stop_depth) return GROVE_OK;
+        if (stop_depth && x->depth <= stop_depth) {
+            x->scan_end = i;
+            return GROVE_OK;
+        }
     }
+    x->scan_end = x->n;
     return GROVE_OK;
 }
 
