@@ -1488,6 +1488,53 @@ static void test_svg_use(void)
                "<path display=' none ' d='M7 7 L9 9'/></svg>",
                GROVE_CURVES_SVG, 5, deg, cp, 0);
     }
+    {
+        /* a nested <svg> drawn by a use keeps its own x and y; one size of 0 hides an <svg>
+         * (in place or through a use) even when the other is not known; display is a keyword
+         * in any case */
+        const int deg[] = {1, 1};
+        const double cp[] = {10, 20, 60, 70, 0, 0, 0, 0,  10, 20, 60, 70, 0, 0, 0, 0};
+        CURVES("usesvg.svg",
+               "<svg viewBox='0 0 100 100'><defs><svg id='s' x='10' y='20' viewBox='0 0 10 10' "
+               "width='50' height='50'><path d='M0 0L10 10'/></svg><svg id='z' width='0' "
+               "height='40'><path d='M0 0L1 1'/></svg></defs><use href='#s'/><use href='#z'/>"
+               "<svg x='10' y='20' viewBox='0 0 10 10' width='50' height='50'><path "
+               "d='M0 0L10 10'/></svg><path display='NONE' d='M0 0 L1 1'/></svg>",
+               GROVE_CURVES_SVG, 2, deg, cp, 0);
+        CURVES("zerosvg.svg", "<svg><svg width='0'><path d='M0 0 X'/></svg></svg>",
+               GROVE_CURVES_SVG, 0, NULL, NULL, 0);
+    }
+    {
+        /* a read that succeeds leaves no error message from the root's unreadable size */
+        grove_curves c;
+        write_file(path_in("rootmsg.svg"),
+                   "<svg viewBox='0 0 1 x' width='10%' height='5'><path d='M0 0L1 1'/></svg>");
+        CHECK_OK(ctx, grove_curves_read(ctx, path_in("rootmsg.svg"), GROVE_CURVES_SVG, &c));
+        CHECK_MSG(strstr(grove_ctx_last_error(ctx), "rootmsg.svg") == NULL,
+                  "a stale message after a good read: %s", grove_ctx_last_error(ctx));
+        grove_curves_free(&c);
+    }
+    {
+        /* the work of a use that draws nothing is counted too: a long symbol tag used with a
+         * width of 0 by 2^31 uses of uses stops with the limit, not after hours */
+        char *big = (char *)malloc(1 << 16);
+        size_t o = 0;
+        CHECK(big != NULL);
+        if (big) {
+            o += (size_t)snprintf(big + o, 4096, "<svg viewBox='0 0 10 10'><defs><symbol id='s' "
+                                                 "viewBox='0 0 1 1'");
+            for (int k = 0; k < 2000; k++) o += (size_t)snprintf(big + o, 64, " a%d=''", k);
+            o += (size_t)snprintf(big + o, 4096, "/><g id='g0'><use href='#s' width='0'/>"
+                                                 "<use href='#s' width='0'/></g>");
+            for (int k = 1; k <= 30; k++)
+                o += (size_t)snprintf(big + o, 4096,
+                                      "<g id='g%d'><use href='#g%d'/><use href='#g%d'/></g>", k,
+                                      k - 1, k - 1);
+            snprintf(big + o, 4096, "</defs><use href='#g30'/></svg>");
+            BAD("usebomb2.svg", big, GROVE_CURVES_SVG, GROVE_ERR_LIMIT, "draw more than", NULL);
+            free(big);
+        }
+    }
     BAD("useg.svg", svg_wrap("<defs><g id='g' transform='rotate(1 2)'/></defs><use href='#g'/>"),
         GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT,
         "<g>, drawn by use 0: rotate takes 1 or 3 numbers, found 2", NULL);

@@ -1160,6 +1160,18 @@ static size_t find_id(const svg_doc *x, const char *id)
     return lo < x->nids && strcmp(x->ids[lo].id, id) == 0 ? x->ids[lo].at : SIZE_MAX;
 }
 
+/* Adds bytes to the <use> work, with the LIMIT error past SVG_USE_WORK (w: the use). */
+static grove_status use_charge(svg_doc *x, const where *w, size_t bytes)
+{
+    x->use_work += bytes;
+    if (x->use_work > SVG_USE_WORK(x->n))
+        return grove__error(x->ctx, GROVE_ERR_LIMIT,
+                            "%s:%llu: %sthe <use> elements draw more than %zu bytes of the "
+                            "file in all (uses of uses multiply what they draw)",
+                            x->path, line_of(x, w->tag), w->prefix, SVG_USE_WORK(x->n));
+    return GROVE_OK;
+}
+
 /* Draws what <use> (attributes at, transform m with its own transform applied) refers to: the
  * element with that id and what it holds, drawn where the use is, moved by (x, y); a <symbol>
  * or <svg> with a viewBox is scaled into the use's width and height (else its own, else the
@@ -1243,9 +1255,39 @@ static grove_status draw_use(svg_doc *x, where *w, const attr_span *at, const af
                                  "the size of \"%s\" is a percentage of a viewport whose size is "
                                  "not given (a viewBox, or width and height, on the root <svg>)",
                                  q);
-            if (!(vb[2] > 0) || !(vb[3] > 0) || !(vw > 0) || !(vh > 0)) return GROVE_OK;
+            /* nothing drawn, but the target's start tag was read: count it, or uses of uses
+             * of such a use read a long tag 2^30 times unchecked */
+            if (!(vb[2] > 0) || !(vb[3] > 0) || !(vw > 0) || !(vh > 0))
+                return use_charge(x, w, i - target);
             GROVE_TRY(viewbox_map(x, w, &ta[A_PAR], vb, vw, vh, &extra));
             w->attr = NULL;
+        }
+        if (tkind == K_SVG) {
+            /* an <svg> keeps its own x and y inside the use (and, without a viewBox, a size of 0
+             * still draws nothing), as where it stands */
+            double sx, sy, zw = NAN, zh = NAN;
+            affine tr = identity;
+            if (!has_vb) {
+                const attr_span *sw = at[A_WIDTH].has ? &at[A_WIDTH] : &ta[A_WIDTH];
+                const attr_span *sh = at[A_HEIGHT].has ? &at[A_HEIGHT] : &ta[A_HEIGHT];
+                if (sw->has)
+                    GROVE_TRY(read_length_pct(x, w, sw, "width", vp->vk ? vp->vw : -1, &zw));
+                if (sh->has)
+                    GROVE_TRY(read_length_pct(x, w, sh, "height", vp->vk ? vp->vh : -1, &zh));
+                w->attr = NULL;
+                if ((!isnan(zw) && !(zw > 0)) || (!isnan(zh) && !(zh > 0)))
+                    return use_charge(x, w, i - target);
+            }
+            GROVE_TRY(read_length_pct(x, w, &ta[A_X], "x", vp->vk ? vp->vw : -1, &sx));
+            GROVE_TRY(read_length_pct(x, w, &ta[A_Y], "y", vp->vk ? vp->vh : -1, &sy));
+            w->attr = NULL;
+            if (isnan(sx) || isnan(sy))
+                return value_bad(x, w, 0,
+                                 "x or y of \"%s\" is a percentage of a viewport whose size is not "
+                                 "given (a viewBox, or width and height, on the root <svg>)", q);
+            tr.e = sx;
+            tr.f = sy;
+            extra = compose(&tr, &extra);
         }
     }
     /* draw the target's element as if it stood here: a frame holding t, then the scan from its
@@ -1273,13 +1315,7 @@ static grove_status draw_use(svg_doc *x, where *w, const attr_span *at, const af
         x->depth = d0;
         x->force_shown = 0;
         if (st != GROVE_OK) return st;
-        x->use_work += x->scan_end - target;
-        if (x->use_work > SVG_USE_WORK(x->n))
-            return grove__error(x->ctx, GROVE_ERR_LIMIT,
-                                "%s:%llu: %sthe <use> elements draw more than %zu bytes of the "
-                                "file in all (uses of uses multiply what they draw)",
-                                x->path, line_of(x, w->tag), w->prefix, SVG_USE_WORK(x->n));
-        return GROVE_OK;
+        return use_charge(x, w, x->scan_end - target);
     }
 }
 
@@ -1299,7 +1335,10 @@ static grove_status viewport(svg_doc *x, where *w, const attr_span *at, int root
          * give the size percentages refer to, when they can (a percentage of the page, a value
          * that does not parse: the size stays unknown, as in the files read before viewports
          * were). */
-        grove_status st = read_viewbox(x, w, &at[A_VIEWBOX], vb, &has_vb);
+        char saved[sizeof x->ctx->err];
+        grove_status st;
+        if (x->ctx) memcpy(saved, x->ctx->err, sizeof saved); /* a value read past is no failed call */
+        st = read_viewbox(x, w, &at[A_VIEWBOX], vb, &has_vb);
         if (st == GROVE_ERR_OUT_OF_MEMORY) return st;
         if (st == GROVE_OK && has_vb && vb[2] > 0 && vb[3] > 0) {
             self->vw = vb[2], self->vh = vb[3], self->vk = 1;
@@ -1309,6 +1348,7 @@ static grove_status viewport(svg_doc *x, where *w, const attr_span *at, int root
             if (st == GROVE_ERR_OUT_OF_MEMORY) return st;
             self->vk = st == GROVE_OK && self->vw > 0 && self->vh > 0;
         }
+        if (x->ctx) memcpy(x->ctx->err, saved, sizeof saved);
         w->attr = NULL;
         return GROVE_OK;
     }
@@ -1338,7 +1378,8 @@ static grove_status viewport(svg_doc *x, where *w, const attr_span *at, int root
         tr.f = py;
         *m = compose(m, &tr);
     }
-    if (known && (!(sw > 0) || !(sh > 0))) *hidden = 1;
+    /* one size of 0 hides it, whether or not the other is known */
+    if ((!isnan(sw) && !(sw > 0)) || (!isnan(sh) && !(sh > 0))) *hidden = 1;
     if (has_vb && !*hidden) {
         affine fit;
         if (!known)
@@ -1383,7 +1424,10 @@ static grove_status start_tag(svg_doc *x, size_t *i)
         GROVE_TRY(decode_value(x, at[A_DISPLAY].b, at[A_DISPLAY].e, &len));
         while (b < len && is_xml_space(x->val[b])) b++;
         while (len > b && is_xml_space(x->val[len - 1])) len--;
-        if (len - b == 4 && memcmp(x->val + b, "none", 4) == 0) hidden = 1;
+        /* a CSS keyword: ASCII case does not matter */
+        if (len - b == 4 && (x->val[b] | 0x20) == 'n' && (x->val[b + 1] | 0x20) == 'o' &&
+            (x->val[b + 2] | 0x20) == 'n' && (x->val[b + 3] | 0x20) == 'e')
+            hidden = 1;
     }
 
     if (x->indexing) {
