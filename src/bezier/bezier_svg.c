@@ -1109,6 +1109,25 @@ static grove_status viewbox_map(svg_doc *x, where *w, const attr_span *a, const 
     return GROVE_OK;
 }
 
+/* Opens an element: a frame with the viewport of vp, transform m and hidden. */
+static grove_status push_frame(svg_doc *x, const frame *vp, const affine *m, int hidden)
+{
+    if (x->depth == x->stack_cap) {
+        size_t nc = x->stack_cap ? 2 * x->stack_cap : 32;
+        frame *st = (frame *)realloc(x->stack, nc * sizeof *st);
+        if (!st)
+            return grove__error(x->ctx, GROVE_ERR_OUT_OF_MEMORY,
+                                "%s: out of memory for %zu nested elements", x->path, nc);
+        x->stack = st;
+        x->stack_cap = nc;
+    }
+    x->stack[x->depth] = *vp;
+    x->stack[x->depth].m = *m;
+    x->stack[x->depth].hidden = hidden;
+    x->depth++;
+    return GROVE_OK;
+}
+
 static grove_status scan_from(svg_doc *x, size_t i, size_t stop_depth);
 
 static int id_cmp(const void *a, const void *b)
@@ -1292,20 +1311,8 @@ static grove_status draw_use(svg_doc *x, where *w, const attr_span *at, const af
     }
     /* draw the target's element as if it stood here: a frame holding t, then the scan from its
      * start tag until that element has ended */
-    if (x->depth == x->stack_cap) {
-        size_t nc = x->stack_cap ? 2 * x->stack_cap : 32;
-        frame *st = (frame *)realloc(x->stack, nc * sizeof *st);
-        if (!st)
-            return grove__error(x->ctx, GROVE_ERR_OUT_OF_MEMORY,
-                                "%s: out of memory for %zu nested elements", x->path, nc);
-        x->stack = st;
-        x->stack_cap = nc;
-    }
     d0 = x->depth;
-    x->stack[x->depth] = *vp;
-    x->stack[x->depth].m = t;
-    x->stack[x->depth].hidden = 0;
-    x->depth++;
+    GROVE_TRY(push_frame(x, vp, &t, 0));
     x->active[x->nactive++] = target;
     x->force_shown = 1;
     x->extra = extra;
@@ -1510,19 +1517,7 @@ static grove_status start_tag(svg_doc *x, size_t *i)
     }
     if (kind == K_SVG) x->svg_seen = 1;
     if (!closed) {
-        if (x->depth == x->stack_cap) {
-            size_t nc = x->stack_cap ? 2 * x->stack_cap : 32;
-            frame *st = (frame *)realloc(x->stack, nc * sizeof *st);
-            if (!st)
-                return grove__error(x->ctx, GROVE_ERR_OUT_OF_MEMORY,
-                                    "%s: out of memory for %zu nested elements", x->path, nc);
-            x->stack = st;
-            x->stack_cap = nc;
-        }
-        x->stack[x->depth] = self;
-        x->stack[x->depth].m = m;
-        x->stack[x->depth].hidden = hidden;
-        x->depth++;
+        GROVE_TRY(push_frame(x, &self, &m, hidden));
     }
     return GROVE_OK;
 oom:
