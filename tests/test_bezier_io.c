@@ -1567,6 +1567,8 @@ static void test_svg_use(void)
                 "<polygon points='0 0 1 1 2 0'/></g>");
     BAD("usemiss.svg", svg_wrap("<path id='p'/><use href='#p'/><use id='u' href='#nope'/>"), GROVE_CURVES_SVG,
         GROVE_ERR_BAD_INPUT, "use 1 (id \"u\"): no element has the id \"nope\"", NULL);
+    BAD("hidnum.svg", svg_wrap("<defs><path d='M0 0 X'/></defs><path id='q' d='M0 0 Y'/>"),
+        GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT, "path 1 (id \"q\"): command 'Y'", NULL);
     BAD("useext.svg", svg_wrap("<use href='other.svg#x'/>"), GROVE_CURVES_SVG,
         GROVE_ERR_BAD_INPUT,
         "use 0: only a reference inside the file ('#id') is read, not 'other.svg#x' "

@@ -1,7 +1,8 @@
 /*
  * bezier_svg.c - curves from SVG path data and basic shapes: grove__bz_read_svg(), which
- * grove_curves_read() (bezier_io.c) calls for an SVG file. The XML scan, the transform and path-data grammars and
- * the elements share one document state, so they stay together in this one unit.
+ * grove_curves_read() (bezier_io.c) calls for an SVG file. The XML scan, the transform and
+ * path-data grammars and the elements share one document state, so they stay together in this
+ * one unit.
  *
  * SVG files are read whole: an element's transform applies to everything up to its end tag,
  * which can be anywhere in the file. The reader is a small XML scanner, not a validating parser:
@@ -32,6 +33,13 @@ typedef struct affine {
 
 static const affine identity = {1, 0, 0, 1, 0, 0};
 
+/* The translation by (x, y). */
+static affine translation(double x, double y)
+{
+    affine t = {1, 0, 0, 1, x, y};
+    return t;
+}
+
 /* m * n: n applies first. */
 static affine compose(const affine *m, const affine *n)
 {
@@ -44,6 +52,10 @@ static affine compose(const affine *m, const affine *n)
     r.f = m->b * n->e + m->d * n->f + m->f;
     return r;
 }
+
+/* The elements whose outlines are read: <path> and the basic shapes, which SVG 2 (chapter 10)
+ * defines as equivalent paths. */
+enum { SH_PATH, SH_RECT, SH_CIRCLE, SH_ELLIPSE, SH_LINE, SH_POLYLINE, SH_POLYGON, SH_COUNT };
 
 /* An open element: its transform, and whether what it holds is drawn (not inside <defs>,
  * <symbol>, <clipPath>, <mask>, <marker> or <pattern>, unless a <use> draws it, nor under
@@ -60,6 +72,9 @@ typedef struct id_entry {
     char *id;
     size_t at;
 } id_entry;
+
+/* What an error about an unknown viewport size says would give it. */
+#define SVG_VIEWPORT_HINT "(a viewBox, or width and height, on the root <svg>)"
 
 /* How deep <use> references may nest (a use drawing a group that holds a use ...). */
 #define SVG_USE_DEPTH 32
@@ -78,7 +93,7 @@ typedef struct svg_doc {
     unsigned long long line_no; /* ... and the 1-based line there */
     frame *stack;    /* the open elements, outermost first */
     size_t depth, stack_cap;
-    size_t count[7]; /* the <path> and basic-shape elements seen so far, by kind (SH_...) */
+    size_t count[SH_COUNT]; /* the <path> and basic-shape elements seen so far, by kind */
     size_t uses;     /* the <use> elements seen so far */
     int svg_seen;    /* an <svg> element has started */
     char *val;       /* an attribute value with its references replaced */
@@ -697,14 +712,9 @@ static grove_status parse_path_data(svg_doc *x, const where *w, const affine *m,
 
 /* ---- SVG: basic shapes ---- */
 
-/* The elements whose outlines are read: <path> and the basic shapes, which SVG 2 (chapter 10)
- * defines as equivalent paths. */
-enum { SH_PATH, SH_RECT, SH_CIRCLE, SH_ELLIPSE, SH_LINE, SH_POLYLINE, SH_POLYGON, SH_COUNT };
-_Static_assert(SH_COUNT == sizeof ((svg_doc *)0)->count / sizeof(size_t), "a count per kind");
 static const char *const shape_names[SH_COUNT] = {"path", "rect",     "circle", "ellipse",
                                                   "line", "polyline", "polygon"};
 
-/* The attributes read, wherever they are in the tag. */
 /* The other elements the reader looks at. */
 enum { K_USE = SH_COUNT, K_SVG, K_SYMBOL, K_OTHER };
 
@@ -813,7 +823,6 @@ static grove_status shape_arc(path_state *ps, double px, double py, double rx, d
 static grove_status emit_shape(svg_doc *x, int k, const attr_span *at, where *w, const affine *m)
 {
     path_state ps;
-    double v[A_COUNT];
     ps.x = x;
     ps.w = w;
     ps.m = *m;
@@ -873,13 +882,12 @@ static grove_status emit_shape(svg_doc *x, int k, const attr_span *at, where *w,
     }
     case SH_LINE: {
         double p[4];
-        GROVE_TRY(read_length(x, w, &at[A_X1], "x1", &v[0]));
-        GROVE_TRY(read_length(x, w, &at[A_Y1], "y1", &v[1]));
-        GROVE_TRY(read_length(x, w, &at[A_X2], "x2", &v[2]));
-        GROVE_TRY(read_length(x, w, &at[A_Y2], "y2", &v[3]));
+        GROVE_TRY(read_length(x, w, &at[A_X1], "x1", &p[0]));
+        GROVE_TRY(read_length(x, w, &at[A_Y1], "y1", &p[1]));
+        GROVE_TRY(read_length(x, w, &at[A_X2], "x2", &p[2]));
+        GROVE_TRY(read_length(x, w, &at[A_Y2], "y2", &p[3]));
         w->attr = NULL;
         /* as "M x1 y1 L x2 y2": a line of length 0 is still a curve */
-        p[0] = v[0], p[1] = v[1], p[2] = v[2], p[3] = v[3];
         return emit(&ps, 1, p);
     }
     default: { /* polyline, polygon: "M p0 L p1 p2 ...", a polygon closed as by Z */
@@ -1128,6 +1136,13 @@ static grove_status push_frame(svg_doc *x, const frame *vp, const affine *m, int
     return GROVE_OK;
 }
 
+/* The base of a percentage along x (axis 0) or y (1) in viewport f: its size, or -1 when it is
+ * not known (read_length_pct then gives NaN). */
+static double pct_base(const frame *f, int axis)
+{
+    return f->vk ? (axis ? f->vh : f->vw) : -1;
+}
+
 static grove_status scan_from(svg_doc *x, size_t i, size_t stop_depth);
 
 static int id_cmp(const void *a, const void *b)
@@ -1233,9 +1248,7 @@ static grove_status draw_use(svg_doc *x, where *w, const attr_span *at, const af
     GROVE_TRY(read_length(x, w, &at[A_Y], "y", &uy));
     w->attr = NULL;
     {
-        affine tr = identity;
-        tr.e = ux;
-        tr.f = uy;
+        const affine tr = translation(ux, uy);
         t = compose(&t, &tr);
     }
     for (ne = target + 1; ne < x->n && !is_name_end(x->s[ne]); ne++) {
@@ -1243,37 +1256,36 @@ static grove_status draw_use(svg_doc *x, where *w, const attr_span *at, const af
     tkind = element_kind(x->s, target + 1, ne);
     if (tkind == K_SYMBOL || tkind == K_SVG) {
         attr_span ta[A_COUNT];
+        const attr_span *sw, *sh; /* the size: the use's, else the target's own */
         double vb[4], vw, vh;
         int has_vb, closed;
         char tname[48];
         i = ne;
         grove__quote(tname, sizeof tname, x->s + target + 1, ne - target - 1);
         GROVE_TRY(read_attrs(x, &i, target, tname, tkind, ta, &closed));
+        sw = at[A_WIDTH].has ? &at[A_WIDTH] : &ta[A_WIDTH];
+        sh = at[A_HEIGHT].has ? &at[A_HEIGHT] : &ta[A_HEIGHT];
         GROVE_TRY(read_viewbox(x, w, &ta[A_VIEWBOX], vb, &has_vb));
         if (has_vb) {
-            const attr_span *sw = at[A_WIDTH].has ? &at[A_WIDTH] : &ta[A_WIDTH];
-            const attr_span *sh = at[A_HEIGHT].has ? &at[A_HEIGHT] : &ta[A_HEIGHT];
             w->attr = NULL;
             if ((!sw->has || !sh->has) && !vp->vk)
                 return value_bad(x, w, 0,
                                  "\"%s\" has a viewBox, and neither the <use> nor it gives a "
                                  "width and height: its size would be a share of the viewport, "
-                                 "whose size is not given (a viewBox, or width and height, on the "
-                                 "root <svg>)", q);
+                                 "whose size is not given " SVG_VIEWPORT_HINT, q);
             if (sw->has)
-                GROVE_TRY(read_length_pct(x, w, sw, "width", vp->vk ? vp->vw : -1, &vw));
+                GROVE_TRY(read_length_pct(x, w, sw, "width", pct_base(vp, 0), &vw));
             else
                 vw = vp->vw;
             if (sh->has)
-                GROVE_TRY(read_length_pct(x, w, sh, "height", vp->vk ? vp->vh : -1, &vh));
+                GROVE_TRY(read_length_pct(x, w, sh, "height", pct_base(vp, 1), &vh));
             else
                 vh = vp->vh;
             w->attr = NULL;
             if (isnan(vw) || isnan(vh))
                 return value_bad(x, w, 0,
                                  "the size of \"%s\" is a percentage of a viewport whose size is "
-                                 "not given (a viewBox, or width and height, on the root <svg>)",
-                                 q);
+                                 "not given " SVG_VIEWPORT_HINT, q);
             /* nothing drawn, but the target's start tag was read: count it, or uses of uses
              * of such a use read a long tag 2^30 times unchecked */
             if (!(vb[2] > 0) || !(vb[3] > 0) || !(vw > 0) || !(vh > 0))
@@ -1285,27 +1297,24 @@ static grove_status draw_use(svg_doc *x, where *w, const attr_span *at, const af
             /* an <svg> keeps its own x and y inside the use (and, without a viewBox, a size of 0
              * still draws nothing), as where it stands */
             double sx, sy, zw = NAN, zh = NAN;
-            affine tr = identity;
+            affine tr;
             if (!has_vb) {
-                const attr_span *sw = at[A_WIDTH].has ? &at[A_WIDTH] : &ta[A_WIDTH];
-                const attr_span *sh = at[A_HEIGHT].has ? &at[A_HEIGHT] : &ta[A_HEIGHT];
                 if (sw->has)
-                    GROVE_TRY(read_length_pct(x, w, sw, "width", vp->vk ? vp->vw : -1, &zw));
+                    GROVE_TRY(read_length_pct(x, w, sw, "width", pct_base(vp, 0), &zw));
                 if (sh->has)
-                    GROVE_TRY(read_length_pct(x, w, sh, "height", vp->vk ? vp->vh : -1, &zh));
+                    GROVE_TRY(read_length_pct(x, w, sh, "height", pct_base(vp, 1), &zh));
                 w->attr = NULL;
                 if ((!isnan(zw) && !(zw > 0)) || (!isnan(zh) && !(zh > 0)))
                     return use_charge(x, w, i - target);
             }
-            GROVE_TRY(read_length_pct(x, w, &ta[A_X], "x", vp->vk ? vp->vw : -1, &sx));
-            GROVE_TRY(read_length_pct(x, w, &ta[A_Y], "y", vp->vk ? vp->vh : -1, &sy));
+            GROVE_TRY(read_length_pct(x, w, &ta[A_X], "x", pct_base(vp, 0), &sx));
+            GROVE_TRY(read_length_pct(x, w, &ta[A_Y], "y", pct_base(vp, 1), &sy));
             w->attr = NULL;
             if (isnan(sx) || isnan(sy))
                 return value_bad(x, w, 0,
                                  "x or y of \"%s\" is a percentage of a viewport whose size is not "
-                                 "given (a viewBox, or width and height, on the root <svg>)", q);
-            tr.e = sx;
-            tr.f = sy;
+                                 "given " SVG_VIEWPORT_HINT, q);
+            tr = translation(sx, sy);
             extra = compose(&tr, &extra);
         }
     }
@@ -1362,27 +1371,25 @@ static grove_status viewport(svg_doc *x, where *w, const attr_span *at, int root
     GROVE_TRY(read_viewbox(x, w, &at[A_VIEWBOX], vb, &has_vb));
     w->attr = NULL;
     if (has_vb && !(vb[2] > 0 && vb[3] > 0)) has_vb = 0, *hidden = 1;
-    GROVE_TRY(read_length_pct(x, w, &at[A_X], "x", parent->vk ? parent->vw : -1, &px));
-    GROVE_TRY(read_length_pct(x, w, &at[A_Y], "y", parent->vk ? parent->vh : -1, &py));
+    GROVE_TRY(read_length_pct(x, w, &at[A_X], "x", pct_base(parent, 0), &px));
+    GROVE_TRY(read_length_pct(x, w, &at[A_Y], "y", pct_base(parent, 1), &py));
     if (at[A_WIDTH].has)
-        GROVE_TRY(read_length_pct(x, w, &at[A_WIDTH], "width", parent->vk ? parent->vw : -1, &sw));
+        GROVE_TRY(read_length_pct(x, w, &at[A_WIDTH], "width", pct_base(parent, 0), &sw));
     else
         sw = parent->vk ? parent->vw : NAN;
     if (at[A_HEIGHT].has)
-        GROVE_TRY(read_length_pct(x, w, &at[A_HEIGHT], "height", parent->vk ? parent->vh : -1,
+        GROVE_TRY(read_length_pct(x, w, &at[A_HEIGHT], "height", pct_base(parent, 1),
                                   &sh));
     else
         sh = parent->vk ? parent->vh : NAN;
     w->attr = NULL;
     if (isnan(px) || isnan(py))
         return value_bad(x, w, 0,
-                         "x or y is a percentage of a viewport whose size is not given (a "
-                         "viewBox, or width and height, on the root <svg>)");
+                         "x or y is a percentage of a viewport whose size is not given "
+                         SVG_VIEWPORT_HINT);
     known = !isnan(sw) && !isnan(sh);
     {
-        affine tr = identity;
-        tr.e = px;
-        tr.f = py;
+        const affine tr = translation(px, py);
         *m = compose(m, &tr);
     }
     /* one size of 0 hides it, whether or not the other is known */
@@ -1392,8 +1399,7 @@ static grove_status viewport(svg_doc *x, where *w, const attr_span *at, int root
         if (!known)
             return value_bad(x, w, 0,
                              "a nested <svg> with a viewBox needs a width and height, or a "
-                             "viewport to take them from (a viewBox, or width and height, on the "
-                             "root <svg>)");
+                             "viewport to take them from " SVG_VIEWPORT_HINT);
         GROVE_TRY(viewbox_map(x, w, &at[A_PAR], vb, sw, sh, &fit));
         w->attr = NULL;
         *m = compose(m, &fit);
@@ -1407,7 +1413,7 @@ static grove_status viewport(svg_doc *x, where *w, const attr_span *at, int root
 /* One start tag at x->s[*i] (just after '<'). */
 static grove_status start_tag(svg_doc *x, size_t *i)
 {
-    size_t nb = *i, ne, lt = *i - 1;
+    size_t nb = *i, ne, lt = *i - 1, no = 0;
     int closed, kind, hidden, shown = x->force_shown;
     attr_span at[A_COUNT];
     frame parent = {{1, 0, 0, 1, 0, 0}, 0, 0, 0, 0}, self;
@@ -1437,6 +1443,12 @@ static grove_status start_tag(svg_doc *x, size_t *i)
             hidden = 1;
     }
 
+    /* paths, shapes and uses are numbered in file order, drawn or not; inside what a <use> draws,
+     * errors name the use instead */
+    if (!x->indexing && !x->nactive) {
+        if (kind < SH_COUNT) no = x->count[kind]++;
+        if (kind == K_USE) no = x->use_no = x->uses++;
+    }
     if (x->indexing) {
         if (at[A_ID].has) {
             size_t len;
@@ -1459,17 +1471,14 @@ static grove_status start_tag(svg_doc *x, size_t *i)
     } else if (hidden) {
         /* not drawn here, so not read either (docs/bezier.md): a <use> that draws it reads it */
         m = parent.m;
-        if (kind < SH_COUNT && !x->nactive) x->count[kind]++;
-        if (kind == K_USE && !x->nactive) x->uses++;
     } else {
         w.tag = lt;
         w.attr = NULL;
         if (kind <= K_USE) {
-            /* "rect 2 (id "r"): " in file order; inside what a <use> draws, the use's number */
+            /* "rect 2 (id "r"): " */
             const char *kn = kind < SH_COUNT ? shape_names[kind] : "use";
             int k = x->nactive ? snprintf(w.prefix, sizeof w.prefix, "%s", kn)
-                               : snprintf(w.prefix, sizeof w.prefix, "%s %zu", kn,
-                                          kind < SH_COUNT ? x->count[kind] : x->uses);
+                               : snprintf(w.prefix, sizeof w.prefix, "%s %zu", kn, no);
             if (at[A_ID].has) {
                 size_t len;
                 GROVE_TRY(decode_value(x, at[A_ID].b, at[A_ID].e, &len));
@@ -1499,20 +1508,15 @@ static grove_status start_tag(svg_doc *x, size_t *i)
         if (shown) m = compose(&m, &x->extra);
         if (kind == K_SVG || (kind == K_SYMBOL && shown))
             GROVE_TRY(viewport(x, &w, at, !x->svg_seen, shown, &parent, &self, &m, &hidden));
-        if (kind < SH_COUNT) {
-            if (!x->nactive) x->count[kind]++;
-            if (hidden) {
-            } else if (kind != SH_PATH) {
-                GROVE_TRY(emit_shape(x, kind, at, &w, &m));
-            } else if (at[A_D].has) {
-                size_t len;
-                w.attr = "d";
-                GROVE_TRY(decode_value(x, at[A_D].b, at[A_D].e, &len));
-                GROVE_TRY(parse_path_data(x, &w, &m, len));
-            }
+        if (kind == SH_PATH && at[A_D].has) {
+            size_t len;
+            w.attr = "d";
+            GROVE_TRY(decode_value(x, at[A_D].b, at[A_D].e, &len));
+            GROVE_TRY(parse_path_data(x, &w, &m, len));
+        } else if (kind > SH_PATH && kind < SH_COUNT) {
+            GROVE_TRY(emit_shape(x, kind, at, &w, &m));
         } else if (kind == K_USE) {
-            if (!x->nactive) x->use_no = x->uses++;
-            if (!hidden) GROVE_TRY(draw_use(x, &w, at, &m, &parent));
+            GROVE_TRY(draw_use(x, &w, at, &m, &parent));
         }
     }
     if (kind == K_SVG) x->svg_seen = 1;
