@@ -18,7 +18,7 @@
 /* bezier_cuda.h's hooks: the tile writer in chunks of 8 vertices a thread instead of 16; the
  * flat kernel's variant (1: a block a tile, the scheduling before persistent blocks); the cdp
  * child's (1: a tile a block, the child before children of 4 tiles) */
-extern "C" void grove__bz_flat_tune(int k8);
+extern "C" void grove__bz_flat_tune(int writer);
 extern "C" void grove__bz_flat_mode(int mode);
 extern "C" void grove__bz_cdp_mode(int mode);
 
@@ -146,8 +146,9 @@ extern "C" grove_status grove__bench_bezier_cuda(grove_ctx *ctx, const grove_cur
             total == tv && !memcmp(h_off, ref->offsets, (n + 1) * sizeof(uint64_t)));
     }
 
-    /* v: 0 flat (the default), 1 flat with chunks of 8 vertices a thread (the hook), 2 cdp, 3 flat
-     * with a block a tile (the hook), 4 cdp with children of a tile a block (the hook) */
+    /* v: 0 flat (the default: the unit writer), 1 flat with tile_write in chunks of 16 vertices
+     * a thread (the hook; flat's writer before 2026-11-28), 2 cdp, 3 flat with a block a tile
+     * (the hook), 4 cdp with children of a tile a block (the hook) */
     for (int v = 0; v < 5 && *nrows < max_rows; v++) {
         grove_bezier_opts o;
         grove_bezier_stats bs;
@@ -155,7 +156,7 @@ extern "C" grove_status grove__bench_bezier_cuda(grove_ctx *ctx, const grove_cur
         int checked, w = warmup, r = repeats;
         grove_bezier_default_opts(&o);
         o.variant = v == 2 || v == 4 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
-        grove__bz_flat_tune(v == 1);
+        grove__bz_flat_tune(v == 1 ? 2 : 0);
         grove__bz_flat_mode(v == 3 ? 1 : 0);
         grove__bz_cdp_mode(v == 4 ? 1 : 0);
         auto run = [&]() -> grove_status {
@@ -188,7 +189,7 @@ extern "C" grove_status grove__bench_bezier_cuda(grove_ctx *ctx, const grove_cur
         else
             snprintf(op, sizeof op,
                      v == 3   ? "flat_tile_%s"
-                     : v == 1 ? "flat_k8_%s"
+                     : v == 1 ? "flat_chunks_%s"
                               : "flat_%s",
                      size_name);
         grove__bench_add_row(rows, max_rows, nrows, op, "grove", (size_t)tv, ms, bytes, copy_gbps,

@@ -29,7 +29,7 @@
 /* bezier_cuda.h */
 void grove__bz_cdp_tune(size_t chunk_max, size_t device_cap, size_t group, unsigned big);
 void grove__bz_cdp_plan(size_t *group, unsigned *big);
-void grove__bz_flat_tune(int k8);
+void grove__bz_flat_tune(int writer);
 void grove__bz_flat_mode(int mode);
 void grove__bz_cdp_mode(int mode);
 #endif
@@ -348,12 +348,14 @@ static void run_case(const env *E, const char *what, const grove_curves *in,
         const unsigned bigs[5] = {0, 2, 17, 17, 0};
         const int cmodes[5] = {0, 0, 0, 1, 1};
         const int nplans = in->n <= 5000 ? 5 : 1;
-        /* flat (and auto): the default kernel (persistent blocks, state words zero-copy) with
-         * chunks of 16 vertices a thread, then 8; a block a tile; persistent blocks taking their
-         * next tile early; one persistent block taking every tile in turn (late, early); the
-         * state words copied back (the hooks' numbers) */
-        enum { NFP = 7 };
-        const int fk8[NFP] = {0, 1, 0, 0, 0, 0, 0}, fmodes[NFP] = {0, 0, 1, 3, 4, 5, 6};
+        /* flat (and auto): the default kernel (persistent blocks, state words zero-copy, the
+         * unit writer), then with tile_write in chunks of 8 vertices a thread; a block a tile;
+         * persistent blocks taking their next tile early; one persistent block taking every
+         * tile in turn (late, early); the state words copied back; tile_write in chunks of 16,
+         * with the default blocks and with one (the hooks' numbers) */
+        enum { NFP = 9 };
+        const int fwriter[NFP] = {0, 1, 0, 0, 0, 0, 0, 2, 2},
+                  fmodes[NFP] = {0, 0, 1, 3, 4, 5, 6, 0, 4};
 #else
         enum { NFP = 1 };
         const int nplans = 1;
@@ -374,7 +376,7 @@ static void run_case(const env *E, const char *what, const grove_curves *in,
                     grove__bz_cdp_tune(0, 0, groups[pl], bigs[pl]);
                     grove__bz_cdp_mode(cmodes[pl]);
                 } else {
-                    grove__bz_flat_tune(fk8[pl]);
+                    grove__bz_flat_tune(fwriter[pl]);
                     grove__bz_flat_mode(fmodes[pl]);
                 }
 #endif
@@ -688,11 +690,13 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
 
     /* too small (one vertex short, half): LIMIT, the total says what is needed; nothing at or
      * past capacity is written; flat has written the vertices below it, cdp nothing */
-    for (int v = 0; v < 2 - g_no_cdp; v++)
+    for (int v = 0; v < 3 - g_no_cdp; v++)
         for (int half = 0; half < 2; half++) {
             const uint64_t cap = half ? tv / 2 : tv - 1;
             size_t bad = 0;
-            o.variant = v ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
+            /* v: flat (the unit writer), flat with tile_write in chunks of 16, cdp */
+            o.variant = v == 2 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
+            grove__bz_flat_tune(v == 1 ? 2 : 0);
             cudaMemset(d_xy, 0x7f, (2 * tv + 2) * sizeof(float));
             total = 0;
             expect_err(gpu, "capacity",
@@ -703,7 +707,7 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
             cudaMemcpy(h_xy, d_xy, (2 * tv + 2) * sizeof(float), cudaMemcpyDeviceToHost);
             for (uint64_t i = 0; i < 2 * tv + 2; i++) {
                 const int untouched = ((uint32_t *)h_xy)[i] == 0x7f7f7f7fu;
-                if (i >= 2 * cap || v)
+                if (i >= 2 * cap || v == 2)
                     bad += !untouched;
                 else
                     bad += memcmp(h_xy + i, ref.xy + i, sizeof(float)) != 0;
@@ -711,13 +715,15 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
             CHECK_MSG(bad == 0, "capacity %llu variant %d: %zu words wrong",
                       (unsigned long long)cap, v, bad);
         }
+    grove__bz_flat_tune(0);
     o.variant = GROVE_BEZIER_AUTO;
-    /* exact capacity, aligned (16 and 8 bytes) and unaligned output, flat in chunks of 16 and of 8
-     * vertices a thread, cdp */
-    for (int v = 0; v < 3 - g_no_cdp; v++)
+    /* exact capacity, aligned (16 and 8 bytes) and unaligned output; v: flat with the unit
+     * writer, with tile_write in chunks of 8 and of 16 vertices a thread (the hook's numbers),
+     * cdp */
+    for (int v = 0; v < 4 - g_no_cdp; v++)
         for (int shift = 0; shift < 3; shift++) {
-            o.variant = v == 2 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
-            grove__bz_flat_tune(v == 1);
+            o.variant = v == 3 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
+            grove__bz_flat_tune(v < 3 ? v : 0);
             cudaMemset(d_xy, 0x7f, (2 * tv + 2) * sizeof(float));
             CHECK_OK(gpu, grove_bezier_tessellate_device(gpu, d_cp, d_deg, n, &o, d_off,
                                                          d_xy + shift, tv, &total, &st));
@@ -726,8 +732,9 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
                       "device call variant %d shift %d differs from the CPU", v, shift);
             CHECK(st.variant == o.variant);
         }
-    /* every curve 8 vertices: a tile is exactly one chunk of 4096 vertices (two of 2048); at
-     * d_xy + 2 floats the pairs start one vertex early, so a last chunk holds one vertex */
+    /* every curve 8 vertices: a tile is exactly one chunk of 4096 vertices (two of 2048) and
+     * a unit a curve; at d_xy + 2 floats the pairs start one vertex early, so a last chunk
+     * holds one vertex (v as above) */
     {
         grove_bezier_opts o8;
         grove_polylines ref8;
@@ -738,11 +745,11 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
         CHECK(tv8 == 8 * n);
         h8 = (float *)tu_malloc((2 * tv8 + 4) * sizeof(float));
         CHECK(cudaMalloc((void **)&d8, (2 * tv8 + 4) * sizeof(float)) == cudaSuccess);
-        for (int v = 0; v < 3 - g_no_cdp; v++)
+        for (int v = 0; v < 4 - g_no_cdp; v++)
             for (int shift = 0; shift < 3; shift++) {
                 size_t bad = 0;
-                o8.variant = v == 2 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
-                grove__bz_flat_tune(v == 1);
+                o8.variant = v == 3 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
+                grove__bz_flat_tune(v < 3 ? v : 0);
                 cudaMemset(d8, 0x7f, (2 * tv8 + 4) * sizeof(float));
                 CHECK_OK(gpu, grove_bezier_tessellate_device(gpu, d_cp, d_deg, n, &o8, d_off,
                                                              d8 + shift, tv8, &total, &st));

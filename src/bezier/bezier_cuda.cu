@@ -51,7 +51,10 @@ constexpr size_t kGroupDefault = (size_t)1 << 19;
 constexpr uint32_t kBigDefault = 1024;
 size_t g_chunk_max = 0, g_device_cap = 0, g_group = 0;
 uint32_t g_big = 0;
-int g_k8 = 0; /* grove__bz_flat_tune: chunks of 8 vertices a thread instead of 16 */
+/* grove__bz_flat_tune: the flat kernel's writer, 0 the unit writer (the default), 1 and 2
+ * tile_write in chunks of 8 and 16 vertices a thread; 1 also makes the cdp children work in
+ * chunks of 8 */
+int g_writer = 0;
 /* grove__bz_flat_mode: 0 the default, else the one of enum FlatMode */
 int g_flat_mode = 0;
 enum FlatMode {
@@ -70,24 +73,242 @@ constexpr int kDoneWord = 8; /* st[8]: blocks finished (the zero-copy state word
 int g_cdp_mode = 0;
 constexpr int kCdpDefault = 2;
 unsigned long long *g_cdp_rec = nullptr; /* grove__bz_cdp_probe */
-/* The persistent grid (multiprocessors x resident blocks of bz_fused_persist<aligned, k8>) per
+/* The persistent grid (multiprocessors x resident blocks of bz_fused_persist<aligned, kPer>) per
  * device, asked once: the occupancy query costs host time on every call otherwise. */
 constexpr int kOccDevices = 64;
-std::atomic<int> g_room[kOccDevices][4];
+std::atomic<int> g_room[kOccDevices][6];
 
 /* Calls f(A, P) with A = std::integral_constant<bool, al> and P = std::integral_constant<int,
- * k8 ? 8 : 16>, so that one launch site serves the four instantiations of a writer kernel. */
-template <typename F> auto writer_dispatch(bool al, bool k8, F &&f)
+ * kPer>, kPer 0 for writer 0 (the unit writer), 8 for 1 and 16 for 2 (tile_write's chunks), so
+ * that one launch site serves the six instantiations of a single-pass kernel. */
+template <typename F> auto writer_dispatch(bool al, int writer, F &&f)
 {
     using T = std::true_type;
     using N = std::false_type;
+    using P0 = std::integral_constant<int, 0>;
     using P8 = std::integral_constant<int, 8>;
     using P16 = std::integral_constant<int, 16>;
-    if (al) return k8 ? f(T(), P8()) : f(T(), P16());
-    return k8 ? f(N(), P8()) : f(N(), P16());
+    if (al) return writer == 1 ? f(T(), P8()) : writer == 2 ? f(T(), P16()) : f(T(), P0());
+    return writer == 1 ? f(N(), P8()) : writer == 2 ? f(N(), P16()) : f(N(), P0());
 }
 
-/* Shared memory of the single pass besides the tile's staging (TileSmem). */
+/* ---- the unit writer (flat's default) ----
+ * A tile's vertices are cut into units: a curve's vertices in runs of kUnit from its first (the
+ * last run of a curve may be shorter), numbered in curve order. A warp takes windows of 32
+ * consecutive units, a lane a unit: it finds the unit's curve from the curve starts of the window
+ * (a ballot of the next 32 curves' first units, no block-wide step), loads the curve's staging
+ * and record once, computes its kUnit vertices in registers with grove__bz_inner's arithmetic,
+ * and leaves them in the warp's window buffer in shared memory; the end points are written over
+ * the cubic values there. The warp then copies its window (at most 32 kUnit vertices, one
+ * contiguous range) to the output with 16-byte stores. A curve's lookup, loads and parameter
+ * step are paid once a unit instead of once a pair of vertices, there are no chunk barriers, and
+ * lines join the loop (tile_offsets<true>). A warp's windows are consecutive, so it carries the
+ * curve from one window to the next; the first is found by a two-level search. */
+constexpr int kUnit = 8;                    /* vertices a unit */
+/* 16-byte pairs of a window buffer: 32 units, the vertex before the first when it starts a
+ * pair, and kUnit vertices of room for the junk of the last unit's unused slots */
+constexpr int kWinPairs = 32 * kUnit / 2 + 1;
+constexpr int kWin = kWinPairs + kUnit / 2;
+static_assert(GROVE_BEZIER_MAX_POINTS / kUnit * kC < (1 << 30), "a tile's units fit an int");
+
+/* The single pass's staging with the unit writer: TileSmem's fields that the count and the
+ * unit writer use, a record per curve and a window buffer per warp. 43 KB: 5 blocks an SM. */
+struct FlatSmem {
+    static constexpr bool kFlags = false;
+    float4 cp[kCpUnits]; /* as TileSmem's; every curve rewritten by tile_offsets<true> */
+    float4 win[kT / 32][kWin];
+    uint4 rec[kC]; /* {first vertex, m | line << 31, first unit, parameter step (bits)} */
+    uint32_t off[kC + 1];
+    uint32_t wt[2][kT / 32];
+    uint8_t deg[kC + 1];
+};
+
+/* A vertex into shared memory at address a (as __cvta_generic_to_shared gives it). */
+__device__ __forceinline__ void st_s2(unsigned a, float x, float y)
+{
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(a), "f"(x), "f"(y) : "memory");
+}
+
+/* A vertex into shared memory at address a (as __cvta_generic_to_shared gives it) when p. The
+ * predicate is the store's own: with a plain `if`, the compiler put each of a unit's vertices
+ * behind a branch of its own (three more instructions a vertex, and no overlap). */
+__device__ __forceinline__ void st_s2_if(bool p, unsigned a, float x, float y)
+{
+    asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %3, 0;\n\t"
+                 "@q st.shared.v2.f32 [%0], {%1, %2};\n\t}" ::"r"(a),
+                 "f"(x), "f"(y), "r"((int)p)
+                 : "memory");
+}
+
+/* 16 bytes to global memory when p (st_v4 with the predicate its own, as st_s2_if's). */
+__device__ __forceinline__ void st_v4_if(bool p, float *a, float4 v)
+{
+    asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %5, 0;\n\t"
+                 "@q st.global.v4.f32 [%0], {%1, %2, %3, %4};\n\t}" ::"l"(a),
+                 "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"((int)p)
+                 : "memory");
+}
+
+/* The warp's window buffer as vertices. */
+__device__ __forceinline__ float2 *win_v(FlatSmem &s, unsigned w)
+{
+    return reinterpret_cast<float2 *>(&s.win[w][0]);
+}
+
+/* Writes the vertices of the staged tile with the units above (s.off[0..C] filled, a barrier
+ * since): global vertex index vbase + relative offset; none at or past cap. kAligned: xy is
+ * 8-byte aligned, and the windows are copied out in 16-byte pairs. All threads call it. */
+template <bool kAligned>
+__device__ __forceinline__ void unit_write(FlatSmem &s, int C, u64 vbase, u64 cap,
+                                           float *__restrict__ xy)
+{
+    const unsigned t = threadIdx.x, lane = t & 31u, w = t >> 5;
+    const int A = (int)s.off[C];
+    const int lim = cap <= vbase ? 0 : (cap - vbase < (u64)A ? (int)(cap - vbase) : A);
+    if (lim == 0) return; /* the same for the whole block */
+    float *const xt = xy + 2 * vbase;
+    /* vertex v is the first of a 16-byte pair when v + sh is even */
+    const int sh = kAligned ? (int)(((uintptr_t)xt >> 3) & 1u) : 0;
+    int nu = 0; /* the tile's units */
+    {
+        /* a thread's two curves: their units, numbered by a block-wide scan */
+        static_assert(kCPT == 2, "a thread's curves are read as a pair");
+        const int j0 = 2 * (int)t;
+        const uint2 o01 = *reinterpret_cast<const uint2 *>(&s.off[j0]);
+        const uint32_t m0 = o01.y - o01.x, m1 = s.off[j0 + 2] - o01.y;
+        const int n0 = j0 < C ? (int)((m0 + kUnit - 1) / kUnit) : 0;
+        const int n1 = j0 + 1 < C ? (int)((m1 + kUnit - 1) / kUnit) : 0;
+        int x = n0 + n1;
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const int y = __shfl_up_sync(0xffffffffu, x, d);
+            if (lane >= (unsigned)d) x += y;
+        }
+        if (lane == 31) s.wt[0][w] = (uint32_t)x;
+        tile_offsets<true>(s, C, 0);
+        __syncthreads();
+        int pre = x - n0 - n1;
+        for (unsigned i = 0; i < kT / 32; i++) {
+            const int v = (int)s.wt[0][i];
+            if (i < w) pre += v;
+            nu += v;
+        }
+        const uint32_t l0 = grove__bz_degree(s.deg[j0]) == 1 ? 0x80000000u : 0u;
+        const uint32_t l1 = grove__bz_degree(s.deg[j0 + 1]) == 1 ? 0x80000000u : 0u;
+        if (j0 < C)
+            s.rec[j0] = make_uint4(o01.x, m0 | l0, (uint32_t)pre, __float_as_uint(grove__bz_step(m0)));
+        if (j0 + 1 < C)
+            s.rec[j0 + 1] = make_uint4(o01.y, m1 | l1, (uint32_t)(pre + n0),
+                                       __float_as_uint(grove__bz_step(m1)));
+        __syncthreads();
+    }
+    /* the warp's windows: a share of ceil(nu / 32), consecutive */
+    constexpr int kW = kT / 32;
+    const int nw = (nu + 31) / 32;
+    const int wb = (int)w * nw / kW, we = ((int)w + 1) * nw / kW;
+    if (wb >= we) return;
+    int prev = -1; /* the curve of the unit before the window */
+    if (wb > 0) {
+        /* the last curve whose first unit is <= 32 wb - 1: a ballot over every 16th curve,
+         * then over the 16 after the one found */
+        const int target = 32 * wb - 1;
+        int i = 16 * (int)lane;
+        unsigned bal = __ballot_sync(0xffffffffu, i < C && (int)s.rec[i].z <= target);
+        const int h = 16 * (31 - __clz((int)bal));
+        i = h + (int)lane;
+        bal = __ballot_sync(0xffffffffu, lane < 16u && i < C && (int)s.rec[i].z <= target);
+        prev = h + 31 - __clz((int)bal);
+    }
+    float2 *const wv = win_v(s, w);
+    const float4 *const wp = s.win[w]; /* the same buffer as 16-byte pairs */
+    for (int wi = wb; wi < we; wi++) {
+        const int u0 = 32 * wi, u = u0 + (int)lane;
+        /* the curves that start in the window are among the next 32 */
+        const int jj = prev + 1 + (int)lane;
+        const uint32_t sl = (uint32_t)((jj < C ? (int)s.rec[jj].z : nu) - u0);
+        const uint32_t starts = __reduce_or_sync(0xffffffffu, sl < 32u ? 1u << sl : 0u);
+        int j = prev + __popc(starts & (0xffffffffu >> (31u - lane)));
+        prev += __popc(starts);
+        const bool valid = u < nu;
+        j = j < C ? j : C - 1; /* lanes past the tile's last unit: any curve, nothing kept */
+        const uint4 R = s.rec[j];
+        const int m = (int)(R.y & 0x7fffffffu), i0 = kUnit * (u - (int)R.z);
+        const int left = m - i0;
+        const int cnt = valid ? (left < kUnit ? left : kUnit) : 0;
+        /* a lane past the tile's last unit writes its junk after every vertex of the tile */
+        const int v0 = valid ? (int)R.x + i0 : A;
+        const float r = __uint_as_float(R.w);
+        const bool line = (int)R.y < 0;
+        const int ua = cp_unit(j);
+        const float4 a = s.cp[ua], b = s.cp[ua + 1];
+        const float e3x = __fsub_rn(b.z, a.x), e3y = __fsub_rn(b.w, a.y);
+        const int vf = __shfl_sync(0xffffffffu, v0, 0); /* the window's first vertex */
+        const int vs = kAligned ? vf - ((sh + vf) & 1) : vf; /* its pair's first */
+        /* the unit's first vertex in the buffer (a shared-memory address: the eight stores
+         * then take immediate offsets from one register) */
+        const unsigned dv = (unsigned)__cvta_generic_to_shared(wv + (v0 - vs));
+        const float fi = (float)i0;
+        /* the unit's vertices; kLine: the warp has a line, whose e3 weight is u, not u^3 */
+        auto vertices = [&](auto kLine) {
+            /* every slot is stored, the last first: a slot past the unit's end (junk) is a
+             * slot of a later unit, stored by its lane at a smaller k, so later (no predicate
+             * a vertex; the junk of the window's last unit goes to the buffer's spare room) */
+#pragma unroll
+            for (int k = kUnit - 1; k >= 0; k--) {
+                /* grove__bz_inner: u = i r, the weights, three fused multiply-adds a
+                 * coordinate (i0 + k < 2^24: the float sum is exact) */
+                const float uu = __fmul_rn(k == 0 ? fi : __fadd_rn(fi, (float)k), r);
+                const float v = __fsub_rn(1.0f, uu);
+                const float vv = __fmul_rn(v, v), u2 = __fmul_rn(uu, uu);
+                const float b1 = __fmul_rn(3.0f, __fmul_rn(vv, uu));
+                const float b2 = __fmul_rn(3.0f, __fmul_rn(v, u2));
+                const float b3 = decltype(kLine)::value && line ? uu : __fmul_rn(u2, uu);
+                const float x = __fmaf_rn(b3, e3x, __fmaf_rn(b2, b.x, __fmaf_rn(b1, a.z, a.x)));
+                const float y = __fmaf_rn(b3, e3y, __fmaf_rn(b2, b.y, __fmaf_rn(b1, a.w, a.y)));
+                st_s2(dv + 8u * (unsigned)k, x, y);
+            }
+        };
+        if (__any_sync(0xffffffffu, line))
+            vertices(std::true_type());
+        else
+            vertices(std::false_type());
+        /* the end points over the cubic values (the same lane: in order) */
+        st_s2_if(cnt > 0 && i0 == 0, dv, a.x, a.y);
+        st_s2_if(cnt > 0 && left <= kUnit, dv + 8u * (unsigned)(left - 1), b.z, b.w);
+        __syncwarp();
+        int ve = __reduce_max_sync(0xffffffffu, (unsigned)(valid ? v0 + cnt : 0));
+        ve = ve < lim ? ve : lim;
+        if (kAligned) {
+            /* pairs qa..qb - 1 of the buffer are whole and inside [vf, ve): 16-byte copies; the
+             * pair before (vf's, when vf starts none) and the one after (ve - 1's, when it
+             * starts one) hold one vertex to write each */
+            const int qa = vf - vs, qb = (ve - vs) >> 1;
+            const float4 *const src = wp + qa + (int)lane;
+            float *const dst = xt + 2 * (ptrdiff_t)(vs + 2 * (qa + (int)lane));
+            /* at most 32 kUnit / 2 whole pairs, from pair 0 or 1: the loads (all of them: a
+             * load under the store's predicate kept its registers live across the loop, and
+             * spilled) stay inside the warp's buffer */
+            static_assert(1 + 32 * kUnit / 2 <= kWin, "the copy's loads stay in the buffer");
+#pragma unroll
+            for (int k = 0; k < kUnit / 2; k++)
+                st_v4_if(qa + (int)lane + 32 * k < qb, dst + 128 * k, src[32 * k]);
+            if (lane == 0 && qa == 1 && vf < ve) st_v2(xt + 2 * (ptrdiff_t)vf, wp[0].z, wp[0].w);
+            if (lane == 1 && ((ve - vs) & 1) && ve - 1 >= vf) {
+                const float4 last = wp[qb];
+                st_v2(xt + 2 * (ptrdiff_t)(ve - 1), last.x, last.y);
+            }
+        } else {
+            const float *const wf = reinterpret_cast<const float *>(wv);
+            for (int q = (int)lane; q < 2 * (ve - vf); q += 32) xt[2 * (ptrdiff_t)vf + q] = wf[q];
+        }
+        __syncwarp(); /* the buffer is read before the next window writes it */
+    }
+}
+
+/* The single pass's staging: the unit writer's (kPer 0) or tile_write's (chunks of kPer). */
+template <int kPer> using FlatStage = std::conditional_t<kPer == 0, FlatSmem, TileSmem>;
+
+/* Shared memory of the single pass besides the tile's staging. */
 struct FusedSmem {
     u64 prefix;
     int id[2];
@@ -103,7 +324,7 @@ struct FusedSmem {
  * that they arrive while this tile is written. */
 template <bool kAligned, int kPer>
 __device__ __forceinline__ void
-fused_tile(TileSmem &s, FusedSmem &f, int id, int nb, bool next, const float *__restrict__ cp,
+fused_tile(FlatStage<kPer> &s, FusedSmem &f, int id, int nb, bool next, const float *__restrict__ cp,
            const uint8_t *__restrict__ deg, u64 n, u64 ntiles, const grove__bz_rule &r,
            u64 *__restrict__ off, float *__restrict__ xy, u64 cap, uint32_t *counter,
            grove_lb::TileState<u64> ts, u64 *__restrict__ st)
@@ -196,7 +417,10 @@ fused_tile(TileSmem &s, FusedSmem &f, int id, int nb, bool next, const float *__
         off[n] = vbase + agg;
         st[S_TOTAL] = vbase + agg;
     }
-    tile_write<kAligned, kPer>(s, C, vbase, cap, 0xffffffffu, xy);
+    if constexpr (kPer == 0)
+        unit_write<kAligned>(s, C, vbase, cap, xy);
+    else
+        tile_write<kAligned, kPer>(s, C, vbase, cap, 0xffffffffu, xy);
 }
 
 /* The single pass, a block a tile: a block takes the next tile id (so tile i only ever waits for
@@ -207,7 +431,7 @@ __global__ void __launch_bounds__(kT, 5)
              u64 *__restrict__ off, float *__restrict__ xy, u64 cap, uint32_t *counter,
              grove_lb::TileState<u64> ts, u64 *__restrict__ st)
 {
-    __shared__ TileSmem s;
+    __shared__ FlatStage<kPer> s;
     __shared__ FusedSmem f;
     if (threadIdx.x == 0) f.id[0] = (int)atomicAdd(counter, 1u);
     __syncthreads();
@@ -228,7 +452,7 @@ __global__ void __launch_bounds__(kT, 5)
                      uint32_t *counter, grove_lb::TileState<u64> ts, u64 *__restrict__ st,
                      int early, u64 *hs_map)
 {
-    __shared__ TileSmem s;
+    __shared__ FlatStage<kPer> s;
     __shared__ FusedSmem f;
     const u64 ntiles = (n + kC - 1) / kC;
     if (threadIdx.x == 0) f.id[0] = (int)atomicAdd(counter, 1u);
@@ -298,6 +522,11 @@ grove_status persist_room(grove_ctx *ctx, std::atomic<int> *slot, const void *fn
     *room = slot ? slot->load(std::memory_order_relaxed) : 0;
     if (*room > 0) return GROVE_OK;
     int sms = 0, per = 0;
+    /* the unit writer's 43 KB x 5 blocks need the largest shared-memory carveout */
+    GROVE_CUDA_TRY(ctx,
+                   cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                        cudaSharedmemCarveoutMaxShared),
+                   "bezier: asking for the tessellation kernel's shared memory");
     GROVE_CUDA_TRY(ctx, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx->device),
                    "bezier: reading the multiprocessor count");
     GROVE_CUDA_TRY(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, fn, kT, 0),
@@ -334,7 +563,7 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
         grove_status st = GROVE_OK;
         if (mode == FLAT_BLOCK_A_TILE) {
             const unsigned g = (unsigned)ntiles;
-            st = writer_dispatch(al, g_k8, [&](auto A, auto P) -> grove_status {
+            st = writer_dispatch(al, g_writer, [&](auto A, auto P) -> grove_status {
                 bz_fused<decltype(A)::value, decltype(P)::value>
                     <<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter, ts, S.st);
                 return GROVE_OK;
@@ -357,11 +586,11 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
                     cudaGetLastError(); /* not mapped: the state words are copied instead */
             }
             mapped = hs_map != nullptr;
-            st = writer_dispatch(al, g_k8, [&](auto A, auto P) -> grove_status {
+            st = writer_dispatch(al, g_writer, [&](auto A, auto P) -> grove_status {
                 constexpr bool kA = decltype(A)::value;
                 constexpr int kPer = decltype(P)::value;
                 auto *fn = bz_fused_persist<kA, kPer>;
-                const int which = (kA ? 2 : 0) + (kPer == 8 ? 1 : 0);
+                const int which = (kA ? 3 : 0) + (kPer == 0 ? 0 : kPer == 8 ? 1 : 2);
                 int room = 0;
                 GROVE_TRY(persist_room(ctx, cache ? &g_room[ctx->device][which] : nullptr,
                                        (const void *)fn, &room));
@@ -470,7 +699,7 @@ grove_status write_cdp(Scratch &S, const float *d_cp, const uint8_t *d_deg, size
          * children, so at most one chunk's child launches are ever pending. */
         cudaError_t e =
             grove__bz_cdp_launch(d_cp, d_deg, reinterpret_cast<const uint64_t *>(d_off), c, cnt,
-                                 p.group, p.big, g_k8, mode, d_xy, S.st, g_cdp_rec, S.s);
+                                 p.group, p.big, g_writer == 1, mode, d_xy, S.st, g_cdp_rec, S.s);
         if (e != cudaSuccess)
             return grove__cuda_status(ctx, (int)e, "bezier (cdp): launching the parent kernel");
         *groups += (cnt + p.group - 1) / p.group;
@@ -579,7 +808,7 @@ extern "C" void grove__bz_cdp_tune(size_t chunk_max, size_t device_cap, size_t g
     g_big = big;
 }
 
-extern "C" void grove__bz_flat_tune(int k8) { g_k8 = k8; }
+extern "C" void grove__bz_flat_tune(int writer) { g_writer = writer; }
 
 extern "C" void grove__bz_flat_mode(int mode) { g_flat_mode = mode; }
 

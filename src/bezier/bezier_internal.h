@@ -393,6 +393,7 @@ enum { S_CAPPED = 0, S_FAILED, S_ERR, S_LAUNCHES, S_BIG, S_TOTAL, S_COUNT };
 
 /* One tile's staging. */
 struct TileSmem {
+    static constexpr bool kFlags = true; /* tile_stage clears flag[0] */
     float4 cp[kCpUnits]; /* curve j at cp_unit(j), cp_unit(j) + 1; tile_write replaces the
                           * points of the curves its loop writes by their cubic form's offsets
                           * (P0, e1, e2, the end point), in place */
@@ -419,8 +420,10 @@ template <bool kNamed> __device__ __forceinline__ void tile_sync()
         __syncthreads();
 }
 
-/* Stages curves [c0, c0 + C) (C <= kC). The tile group synchronizes before reading. */
-__device__ __forceinline__ void tile_stage(TileSmem &s, const float *__restrict__ cp,
+/* Stages curves [c0, c0 + C) (C <= kC) into s.cp and s.deg (S: TileSmem, or the flat kernel's
+ * layout, which has no chunk flags to clear). The tile group synchronizes before reading. */
+template <typename S>
+__device__ __forceinline__ void tile_stage(S &s, const float *__restrict__ cp,
                                            const uint8_t *__restrict__ deg, u64 c0, int C)
 {
     const int t = (int)tile_tid();
@@ -449,7 +452,8 @@ __device__ __forceinline__ void tile_stage(TileSmem &s, const float *__restrict_
             scp[4 * cp_unit(e >> 3) + (e & 7)] = __ldg(cp + 8 * c0 + e);
         for (int j = t; j < C; j += kT) s.deg[j] = __ldg(deg + c0 + j);
     }
-    if (t < (int)(kVMax / 32)) s.flag[0][t] = 0;
+    if constexpr (S::kFlags)
+        if (t < (int)(kVMax / 32)) s.flag[0][t] = 0;
     if (inflight) asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
@@ -523,14 +527,18 @@ __device__ __forceinline__ void st_v2(float *p, float x, float y)
     asm volatile("st.global.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(x), "f"(y));
 }
 
-/* Rewrites, in place, the staging of every curve that tile_write's main loop writes (degree 2 or
- * 3, 3 <= m < big) into the cubic form's offsets: P0, e1, e2 and the end point (grove__bz_offsets;
- * e3 = end - P0 is formed in the loop). A lane takes one 16-byte unit (half a curve) and gets the
- * other half from its neighbour by shuffles, so that a warp's loads and stores cover consecutive
- * units without bank conflicts; a thread per curve (64 bytes apart) took 16 wavefronts where 4
- * carry the data (ncu, H200, 2026-11-28). The tile group synchronizes after the call, before the
- * loop reads the staging. Units of curves at or past C are read (junk) and left alone. */
-__device__ __forceinline__ void tile_offsets(TileSmem &s, int C, uint32_t big)
+/* Rewrites, in place, the staging of the curves a writer's loop computes into the cubic form's
+ * offsets: P0, e1, e2 and the end point (grove__bz_offsets; e3 = end - P0 is formed in the loop).
+ * kAll false (tile_write): the curves of degree 2 or 3 with 3 <= m < big. kAll true (the flat
+ * kernel's unit writer): every curve; a line (degree 1) becomes P0, e1 = e2 = -0 and its end,
+ * which the cubic sums turn into grove__bz_inner's P0 + u (P1 - P0) exactly when u stands for
+ * the weight of e3 (b1 -0 and b2 -0 are -0 for weights >= 0, and x + -0 is x for every x,
+ * zeros included). A lane takes one 16-byte unit (half a curve) and gets the other half from
+ * its neighbour by shuffles, so that a warp's loads and stores cover consecutive units without
+ * bank conflicts; a thread per curve (64 bytes apart) took 16 wavefronts where 4 carry the data
+ * (ncu, H200, 2026-11-28). The tile group synchronizes after the call, before the loop reads
+ * the staging. Units of curves at or past C are read (junk) and left alone. */
+template <bool kAll, typename S> __device__ __forceinline__ void tile_offsets(S &s, int C, uint32_t big)
 {
     const int t = (int)tile_tid();
 #pragma unroll
@@ -544,15 +552,22 @@ __device__ __forceinline__ void tile_offsets(TileSmem &s, int C, uint32_t big)
         other.y = __shfl_xor_sync(0xffffffffu, mine.y, 1);
         other.z = __shfl_xor_sync(0xffffffffu, mine.z, 1);
         other.w = __shfl_xor_sync(0xffffffffu, mine.w, 1);
-        const uint32_t m = s.off[j + 1] - s.off[j];
         const int d = grove__bz_degree(s.deg[j]);
-        if (j < C && d >= 2 && m >= 3u && m < big) {
+        bool rewrite = j < C;
+        if (!kAll) {
+            const uint32_t m = s.off[j + 1] - s.off[j];
+            rewrite = rewrite && d >= 2 && m >= 3u && m < big;
+        }
+        if (rewrite) {
             const float4 lo = h ? other : mine, hi = h ? mine : other;
             const float c[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
             float ex[3], ey[3];
             grove__bz_offsets(c, d, 0, ex);
             grove__bz_offsets(c, d, 1, ey);
-            if (h == 0)
+            if (kAll && d == 1)
+                *unit = h == 0 ? make_float4(c[0], c[1], -0.0f, -0.0f)
+                               : make_float4(-0.0f, -0.0f, c[2], c[3]);
+            else if (h == 0)
                 *unit = make_float4(c[0], c[1], ex[0], ey[0]);
             else
                 *unit = d == 3 ? make_float4(ex[1], ey[1], c[6], c[7])
@@ -607,7 +622,7 @@ __device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 ca
         for (int k = 0; k < kCPT; k++) ry[k] |= (ry[k + 1] & kRecSkip) ? kRecSkipN : 0u;
         if (j0 < C) *reinterpret_cast<uint4 *>(&s.rec[j0]) = make_uint4(oe[0], ry[0], oe[1], ry[1]);
     }
-    tile_offsets(s, C, big);
+    tile_offsets<false>(s, C, big);
     int prev = -1; /* the curve of the slot before the chunk */
     int b = 0;
     for (uint32_t q = 0; q < lim + (uint32_t)sh; q += kV, b ^= 1) {
