@@ -93,23 +93,30 @@ template <typename F> auto writer_dispatch(bool al, int writer, F &&f)
 }
 
 /* ---- the unit writer (flat's default) ----
- * A tile's vertices are cut into units: a curve's vertices in runs of kUnit from its first (the
- * last run of a curve may be shorter), numbered in curve order. A warp takes windows of 32
- * consecutive units, a lane a unit: it finds the unit's curve from the curve starts of the window
- * (a ballot of the next 32 curves' first units, no block-wide step), loads the curve's staging
- * and record once, computes its kUnit vertices in registers with grove__bz_inner's arithmetic,
- * and leaves them in the warp's window buffer in shared memory; the end points are written over
- * the cubic values there. The warp then copies its window (at most 32 kUnit vertices, one
- * contiguous range) to the output with 16-byte stores. A curve's lookup, loads and parameter
- * step are paid once a unit instead of once a pair of vertices, there are no chunk barriers, and
- * lines join the loop (tile_offsets<true>). A warp's windows are consecutive, so it carries the
- * curve from one window to the next; the first is found by a two-level search. */
-constexpr int kUnit = 8;                    /* vertices a unit */
-/* 16-byte pairs of a window buffer: 32 units, the vertex before the first when it starts a
- * pair, and kUnit vertices of room for the junk of the last unit's unused slots */
-constexpr int kWinPairs = 32 * kUnit / 2 + 1;
-constexpr int kWin = kWinPairs + kUnit / 2;
-static_assert(GROVE_BEZIER_MAX_POINTS / kUnit * kC < (1 << 30), "a tile's units fit an int");
+ * The output is seen as 16-byte pairs of vertices at 16-byte aligned addresses (pair Q holds
+ * the vertices at a = 2Q and 2Q + 1, where a is a vertex's index in the tile plus the tile's
+ * parity sh). A curve owns the pairs from the one holding its first vertex to the one holding
+ * its last, except a last pair that it shares with the next curve: that pair (its end point,
+ * the next curve's P0, two copied control points) belongs to the next curve. A curve's pairs
+ * are cut into units of kUP, numbered in curve order. A warp takes windows of 32 consecutive
+ * units, a lane a unit: it finds the unit's curve from the curve starts of the window (one
+ * reduction over the first units of the next 32 curves), loads the curve's staging and record
+ * once, computes its 2 kUP vertices in registers with grove__bz_inner's arithmetic and stores
+ * them as 16-byte pairs into the warp's window buffer in shared memory; the copied points (the
+ * previous curve's end, P0, the end point) are then written over their slots. The warp copies
+ * its window (at most 32 kUP pairs, consecutive) to the output with 16-byte stores. A curve's
+ * lookup, loads and parameter step are paid once a unit instead of once a pair, there are no
+ * chunk barriers, and lines join the loop (tile_offsets<true>). A warp's windows are
+ * consecutive, so it carries the curve from one window to the next; the first is found by a
+ * two-level search. Units of vertices instead of pairs (8 scattered 8-byte stores a unit) were
+ * tried first: 7.2 shared-memory wavefronts a store where 2 carry the data (ncu, H200,
+ * 2026-11-28), and the kernel was bound by them. */
+constexpr int kUP = 4; /* pairs a unit */
+/* pairs of a window buffer: 32 units, and kUP of room for the junk of the last unit's unused
+ * pairs (and of lanes past the tile's last unit) */
+constexpr int kWin = 32 * kUP + kUP;
+static_assert(GROVE_BEZIER_MAX_POINTS < (1 << 13) && GROVE_BEZIER_MAX_POINTS / 2 + 1 < (1 << 12),
+              "m and a curve's pairs fit the unit writer's record");
 
 /* The single pass's staging with the unit writer: TileSmem's fields that the count and the
  * unit writer use, a record per curve and a window buffer per warp. 43 KB: 5 blocks an SM. */
@@ -117,21 +124,23 @@ struct FlatSmem {
     static constexpr bool kFlags = false;
     float4 cp[kCpUnits]; /* as TileSmem's; every curve rewritten by tile_offsets<true> */
     float4 win[kT / 32][kWin];
-    uint4 rec[kC]; /* {first vertex, m | line << 31, first unit, parameter step (bits)} */
+    /* a curve's record: {a of its first vertex, m | pairs << 13 | line << 31, its first unit,
+     * its parameter step's bits} */
+    uint4 rec[kC];
     uint32_t off[kC + 1];
     uint32_t wt[2][kT / 32];
     uint8_t deg[kC + 1];
 };
 
-/* A vertex into shared memory at address a (as __cvta_generic_to_shared gives it). */
-__device__ __forceinline__ void st_s2(unsigned a, float x, float y)
+/* Shared-memory stores at address a (as __cvta_generic_to_shared gives it): the compiler put
+ * every C++ store under a predicate of its own and computed its address again. */
+__device__ __forceinline__ void st_s4(unsigned a, float x, float y, float z, float w)
 {
-    asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(a), "f"(x), "f"(y) : "memory");
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(a), "f"(x), "f"(y), "f"(z),
+                 "f"(w)
+                 : "memory");
 }
-
-/* A vertex into shared memory at address a (as __cvta_generic_to_shared gives it) when p. The
- * predicate is the store's own: with a plain `if`, the compiler put each of a unit's vertices
- * behind a branch of its own (three more instructions a vertex, and no overlap). */
+/* One vertex when p (the predicate the store's own). */
 __device__ __forceinline__ void st_s2_if(bool p, unsigned a, float x, float y)
 {
     asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %3, 0;\n\t"
@@ -140,7 +149,8 @@ __device__ __forceinline__ void st_s2_if(bool p, unsigned a, float x, float y)
                  : "memory");
 }
 
-/* 16 bytes to global memory when p (st_v4 with the predicate its own, as st_s2_if's). */
+/* 16 bytes to global memory when p (st_v4 with the predicate its own: with an `if`, the
+ * compiler gave each store a branch and computed the address again). */
 __device__ __forceinline__ void st_v4_if(bool p, float *a, float4 v)
 {
     asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %5, 0;\n\t"
@@ -149,15 +159,19 @@ __device__ __forceinline__ void st_v4_if(bool p, float *a, float4 v)
                  : "memory");
 }
 
-/* The warp's window buffer as vertices. */
-__device__ __forceinline__ float2 *win_v(FlatSmem &s, unsigned w)
+/* The pairs a curve owns (see above): first vertex at a0, m vertices, last: whether it is the
+ * tile's last curve (it then owns its last pair whatever the parity). */
+__device__ __forceinline__ uint32_t unit_pairs(uint32_t a0, uint32_t m, bool last)
 {
-    return reinterpret_cast<float2 *>(&s.win[w][0]);
+    const uint32_t ae = a0 + m - 1; /* its last vertex */
+    const uint32_t shared_end = (ae & 1u) == 0u && !last;
+    return (ae >> 1) - shared_end - (a0 >> 1) + 1u;
 }
 
 /* Writes the vertices of the staged tile with the units above (s.off[0..C] filled, a barrier
  * since): global vertex index vbase + relative offset; none at or past cap. kAligned: xy is
- * 8-byte aligned, and the windows are copied out in 16-byte pairs. All threads call it. */
+ * 8-byte aligned, and the windows are copied out in 16-byte pairs (else float by float, sh 0).
+ * All threads call it. */
 template <bool kAligned>
 __device__ __forceinline__ void unit_write(FlatSmem &s, int C, u64 vbase, u64 cap,
                                            float *__restrict__ xy)
@@ -167,7 +181,7 @@ __device__ __forceinline__ void unit_write(FlatSmem &s, int C, u64 vbase, u64 ca
     const int lim = cap <= vbase ? 0 : (cap - vbase < (u64)A ? (int)(cap - vbase) : A);
     if (lim == 0) return; /* the same for the whole block */
     float *const xt = xy + 2 * vbase;
-    /* vertex v is the first of a 16-byte pair when v + sh is even */
+    /* a = vertex + sh: pair Q (a = 2Q, 2Q + 1) is 16-byte aligned in the output */
     const int sh = kAligned ? (int)(((uintptr_t)xt >> 3) & 1u) : 0;
     int nu = 0; /* the tile's units */
     {
@@ -176,8 +190,10 @@ __device__ __forceinline__ void unit_write(FlatSmem &s, int C, u64 vbase, u64 ca
         const int j0 = 2 * (int)t;
         const uint2 o01 = *reinterpret_cast<const uint2 *>(&s.off[j0]);
         const uint32_t m0 = o01.y - o01.x, m1 = s.off[j0 + 2] - o01.y;
-        const int n0 = j0 < C ? (int)((m0 + kUnit - 1) / kUnit) : 0;
-        const int n1 = j0 + 1 < C ? (int)((m1 + kUnit - 1) / kUnit) : 0;
+        const uint32_t a0 = o01.x + (uint32_t)sh, a1 = o01.y + (uint32_t)sh;
+        const uint32_t p0 = j0 < C ? unit_pairs(a0, m0, j0 == C - 1) : 0u;
+        const uint32_t p1 = j0 + 1 < C ? unit_pairs(a1, m1, j0 + 1 == C - 1) : 0u;
+        const int n0 = (int)((p0 + kUP - 1) / kUP), n1 = (int)((p1 + kUP - 1) / kUP);
         int x = n0 + n1;
 #pragma unroll
         for (int d = 1; d < 32; d <<= 1) {
@@ -196,9 +212,10 @@ __device__ __forceinline__ void unit_write(FlatSmem &s, int C, u64 vbase, u64 ca
         const uint32_t l0 = grove__bz_degree(s.deg[j0]) == 1 ? 0x80000000u : 0u;
         const uint32_t l1 = grove__bz_degree(s.deg[j0 + 1]) == 1 ? 0x80000000u : 0u;
         if (j0 < C)
-            s.rec[j0] = make_uint4(o01.x, m0 | l0, (uint32_t)pre, __float_as_uint(grove__bz_step(m0)));
+            s.rec[j0] = make_uint4(a0, m0 | p0 << 13 | l0, (uint32_t)pre,
+                                   __float_as_uint(grove__bz_step(m0)));
         if (j0 + 1 < C)
-            s.rec[j0 + 1] = make_uint4(o01.y, m1 | l1, (uint32_t)(pre + n0),
+            s.rec[j0 + 1] = make_uint4(a1, m1 | p1 << 13 | l1, (uint32_t)(pre + n0),
                                        __float_as_uint(grove__bz_step(m1)));
         __syncthreads();
     }
@@ -209,18 +226,21 @@ __device__ __forceinline__ void unit_write(FlatSmem &s, int C, u64 vbase, u64 ca
     if (wb >= we) return;
     int prev = -1; /* the curve of the unit before the window */
     if (wb > 0) {
-        /* the last curve whose first unit is <= 32 wb - 1: a ballot over every 16th curve,
-         * then over the 16 after the one found */
+        /* the last curve whose first unit is <= 32 wb - 1: a ballot over curves 16 l + (l & 7)
+         * (the offset spreads the loads over 8 banks: at a stride of 16 records every lane's
+         * word was in one bank), then over the 32 from the one found */
         const int target = 32 * wb - 1;
-        int i = 16 * (int)lane;
+        int i = 16 * (int)lane + (int)(lane & 7u);
         unsigned bal = __ballot_sync(0xffffffffu, i < C && (int)s.rec[i].z <= target);
-        const int h = 16 * (31 - __clz((int)bal));
-        i = h + (int)lane;
-        bal = __ballot_sync(0xffffffffu, lane < 16u && i < C && (int)s.rec[i].z <= target);
-        prev = h + 31 - __clz((int)bal);
+        const int h = 31 - __clz((int)bal);
+        const int base = 16 * h + (h & 7);
+        i = base + (int)lane;
+        bal = __ballot_sync(0xffffffffu, i < C && (int)s.rec[i].z <= target);
+        prev = base + 31 - __clz((int)bal);
     }
-    float2 *const wv = win_v(s, w);
-    const float4 *const wp = s.win[w]; /* the same buffer as 16-byte pairs */
+    const unsigned wa = (unsigned)__cvta_generic_to_shared(&s.win[w][0]);
+    const float4 *const wp = s.win[w];
+    const int alim = lim + sh; /* a of the first vertex not written */
     for (int wi = wb; wi < we; wi++) {
         const int u0 = 32 * wi, u = u0 + (int)lane;
         /* the curves that start in the window are among the next 32 */
@@ -232,74 +252,90 @@ __device__ __forceinline__ void unit_write(FlatSmem &s, int C, u64 vbase, u64 ca
         const bool valid = u < nu;
         j = j < C ? j : C - 1; /* lanes past the tile's last unit: any curve, nothing kept */
         const uint4 R = s.rec[j];
-        const int m = (int)(R.y & 0x7fffffffu), i0 = kUnit * (u - (int)R.z);
-        const int left = m - i0;
-        const int cnt = valid ? (left < kUnit ? left : kUnit) : 0;
-        /* a lane past the tile's last unit writes its junk after every vertex of the tile */
-        const int v0 = valid ? (int)R.x + i0 : A;
+        const int m = (int)(R.y & 0x1fffu), np = (int)((R.y >> 13) & 0xfffu);
+        const int uu = u - (int)R.z;          /* the unit's number in its curve */
+        const int par = (int)(R.x & 1u);      /* the curve starts in a pair's second half */
+        const int i0 = 2 * kUP * uu - par;    /* the vertex of the unit's first slot (-1: the
+                                               * previous curve's end) */
+        const int q0 = (int)(R.x >> 1) + kUP * uu; /* the unit's first pair */
+        const int left = np - kUP * uu;
+        const int cnt = valid ? (left < kUP ? left : kUP) : 0; /* its pairs */
         const float r = __uint_as_float(R.w);
         const bool line = (int)R.y < 0;
         const int ua = cp_unit(j);
         const float4 a = s.cp[ua], b = s.cp[ua + 1];
         const float e3x = __fsub_rn(b.z, a.x), e3y = __fsub_rn(b.w, a.y);
-        const int vf = __shfl_sync(0xffffffffu, v0, 0); /* the window's first vertex */
-        const int vs = kAligned ? vf - ((sh + vf) & 1) : vf; /* its pair's first */
-        /* the unit's first vertex in the buffer (a shared-memory address: the eight stores
-         * then take immediate offsets from one register) */
-        const unsigned dv = (unsigned)__cvta_generic_to_shared(wv + (v0 - vs));
+        const int qs = __shfl_sync(0xffffffffu, q0, 0); /* the window's first pair */
+        /* the unit's first pair in the buffer; a lane past the last unit writes its junk after
+         * every pair of the window */
+        const unsigned dv = wa + 16u * (unsigned)(valid ? q0 - qs : 32 * kUP);
         const float fi = (float)i0;
-        /* the unit's vertices; kLine: the warp has a line, whose e3 weight is u, not u^3 */
-        auto vertices = [&](auto kLine) {
-            /* every slot is stored, the last first: a slot past the unit's end (junk) is a
-             * slot of a later unit, stored by its lane at a smaller k, so later (no predicate
-             * a vertex; the junk of the window's last unit goes to the buffer's spare room) */
+        /* the unit's pairs; kLine: the warp has a line, whose e3 weight is u, not u^3 */
+        auto pairs = [&](auto kLine) {
+            /* every pair is stored, the last first: a pair past the unit's (junk) is a pair of
+             * a later unit, stored by its lane at a smaller c, so later (no predicates; the
+             * junk of the window's last unit goes to the buffer's spare room) */
 #pragma unroll
-            for (int k = kUnit - 1; k >= 0; k--) {
-                /* grove__bz_inner: u = i r, the weights, three fused multiply-adds a
-                 * coordinate (i0 + k < 2^24: the float sum is exact) */
-                const float uu = __fmul_rn(k == 0 ? fi : __fadd_rn(fi, (float)k), r);
-                const float v = __fsub_rn(1.0f, uu);
-                const float vv = __fmul_rn(v, v), u2 = __fmul_rn(uu, uu);
-                const float b1 = __fmul_rn(3.0f, __fmul_rn(vv, uu));
-                const float b2 = __fmul_rn(3.0f, __fmul_rn(v, u2));
-                const float b3 = decltype(kLine)::value && line ? uu : __fmul_rn(u2, uu);
-                const float x = __fmaf_rn(b3, e3x, __fmaf_rn(b2, b.x, __fmaf_rn(b1, a.z, a.x)));
-                const float y = __fmaf_rn(b3, e3y, __fmaf_rn(b2, b.y, __fmaf_rn(b1, a.w, a.y)));
-                st_s2(dv + 8u * (unsigned)k, x, y);
+            for (int c = kUP - 1; c >= 0; c--) {
+                float2 p[2];
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    /* grove__bz_inner: u = i r, the weights, three fused multiply-adds a
+                     * coordinate (|i0| + 2 kUP < 2^24: the float sum is exact) */
+                    const int k = 2 * c + h;
+                    const float uu_ = __fmul_rn(k == 0 ? fi : __fadd_rn(fi, (float)k), r);
+                    const float v = __fsub_rn(1.0f, uu_);
+                    const float vv = __fmul_rn(v, v), u2 = __fmul_rn(uu_, uu_);
+                    const float b1 = __fmul_rn(3.0f, __fmul_rn(vv, uu_));
+                    const float b2 = __fmul_rn(3.0f, __fmul_rn(v, u2));
+                    const float b3 = decltype(kLine)::value && line ? uu_ : __fmul_rn(u2, uu_);
+                    p[h].x = __fmaf_rn(b3, e3x, __fmaf_rn(b2, b.x, __fmaf_rn(b1, a.z, a.x)));
+                    p[h].y = __fmaf_rn(b3, e3y, __fmaf_rn(b2, b.y, __fmaf_rn(b1, a.w, a.y)));
+                }
+                st_s4(dv + 16u * (unsigned)c, p[0].x, p[0].y, p[1].x, p[1].y);
             }
         };
         if (__any_sync(0xffffffffu, line))
-            vertices(std::true_type());
+            pairs(std::true_type());
         else
-            vertices(std::false_type());
-        /* the end points over the cubic values (the same lane: in order) */
-        st_s2_if(cnt > 0 && i0 == 0, dv, a.x, a.y);
-        st_s2_if(cnt > 0 && left <= kUnit, dv + 8u * (unsigned)(left - 1), b.z, b.w);
+            pairs(std::false_type());
+        /* the copied points over the cubic values (the same lane: in order): the previous
+         * curve's end in the slot before P0 (vertex -1), P0, the end point when the unit holds
+         * it */
+        const bool first = cnt > 0 && uu == 0;
+        if (first && par && j > 0) {
+            const float2 pe =
+                *reinterpret_cast<const float2 *>(&s.cp[cp_unit(j - 1) + 1].z);
+            st_s2_if(true, dv, pe.x, pe.y);
+        }
+        st_s2_if(first, dv + 8u * (unsigned)par, a.x, a.y);
+        const int se = m - 1 - i0; /* the slot of the end point */
+        st_s2_if(cnt > 0 && se < 2 * cnt, dv + 8u * (unsigned)se, b.z, b.w);
         __syncwarp();
-        int ve = __reduce_max_sync(0xffffffffu, (unsigned)(valid ? v0 + cnt : 0));
-        ve = ve < lim ? ve : lim;
+        const int qe = (int)__reduce_max_sync(0xffffffffu, (unsigned)(valid ? q0 + cnt : 0));
         if (kAligned) {
-            /* pairs qa..qb - 1 of the buffer are whole and inside [vf, ve): 16-byte copies; the
-             * pair before (vf's, when vf starts none) and the one after (ve - 1's, when it
-             * starts one) hold one vertex to write each */
-            const int qa = vf - vs, qb = (ve - vs) >> 1;
-            const float4 *const src = wp + qa + (int)lane;
-            float *const dst = xt + 2 * (ptrdiff_t)(vs + 2 * (qa + (int)lane));
-            /* at most 32 kUnit / 2 whole pairs, from pair 0 or 1: the loads (all of them: a
-             * load under the store's predicate kept its registers live across the loop, and
-             * spilled) stay inside the warp's buffer */
-            static_assert(1 + 32 * kUnit / 2 <= kWin, "the copy's loads stay in the buffer");
+            /* pairs [lo, hi) are whole and written: 16-byte copies; the tile's first pair
+             * (when sh = 1: its first half is the tile before's) and its last (when it holds
+             * one vertex below lim) are written a vertex at a time */
+            const int lo = qs > sh ? qs : sh, hi = qe < (alim >> 1) ? qe : (alim >> 1);
+            float *const dst = xt + 4 * (ptrdiff_t)(qs + (int)lane) - 2 * sh;
+            const float4 *const src = wp + lane;
 #pragma unroll
-            for (int k = 0; k < kUnit / 2; k++)
-                st_v4_if(qa + (int)lane + 32 * k < qb, dst + 128 * k, src[32 * k]);
-            if (lane == 0 && qa == 1 && vf < ve) st_v2(xt + 2 * (ptrdiff_t)vf, wp[0].z, wp[0].w);
-            if (lane == 1 && ((ve - vs) & 1) && ve - 1 >= vf) {
-                const float4 last = wp[qb];
-                st_v2(xt + 2 * (ptrdiff_t)(ve - 1), last.x, last.y);
+            for (int k = 0; k < kUP; k++) {
+                const int q = qs + (int)lane + 32 * k;
+                st_v4_if(q >= lo && q < hi, dst + 128 * k, src[32 * k]);
+            }
+            if (lane == 0 && sh == 1 && qs == 0 && alim > 1) st_v2(xt, wp[0].z, wp[0].w);
+            if (lane == 1 && (alim & 1) && (alim >> 1) >= qs && (alim >> 1) < qe) {
+                const float4 tail = wp[(alim >> 1) - qs];
+                st_v2(xt + 4 * (ptrdiff_t)(alim >> 1) - 2 * sh, tail.x, tail.y);
             }
         } else {
-            const float *const wf = reinterpret_cast<const float *>(wv);
-            for (int q = (int)lane; q < 2 * (ve - vf); q += 32) xt[2 * (ptrdiff_t)vf + q] = wf[q];
+            /* float by float: vertices [2 qs, min(2 qe, lim)) (sh = 0) */
+            const int ve = 2 * qe < lim ? 2 * qe : lim;
+            const float *const wf = reinterpret_cast<const float *>(wp);
+            for (int f = (int)lane; f < 2 * (ve - 2 * qs); f += 32)
+                xt[4 * (ptrdiff_t)qs + f] = wf[f];
         }
         __syncwarp(); /* the buffer is read before the next window writes it */
     }
