@@ -124,10 +124,12 @@ struct FlatSmem {
     static constexpr bool kFlags = false;
     float4 cp[kCpUnits]; /* as TileSmem's; every curve rewritten by tile_offsets<true> */
     float4 win[kT / 32][kWin];
-    /* a curve's record: {a of its first vertex, m | pairs << 13 | line << 31, its first unit,
-     * its parameter step's bits} */
+    /* a curve's record: {a of its first vertex, m | pairs << 13 | line << 31, 0, its parameter
+     * step's bits} */
     uint4 rec[kC];
-    uint32_t off[kC + 1];
+    uint32_t off[kC + 1]; /* the unit writer keeps each curve's first unit here once the
+                           * offsets are read (consecutive words: the window's lanes read
+                           * 32 of them at once) */
     uint32_t wt[2][kT / 32];
     uint8_t deg[kC + 1];
 };
@@ -201,8 +203,9 @@ __device__ __forceinline__ void unit_write(FlatSmem &s, int C, u64 vbase, u64 ca
             if (lane >= (unsigned)d) x += y;
         }
         if (lane == 31) s.wt[0][w] = (uint32_t)x;
-        tile_offsets<true>(s, C, 0);
-        __syncthreads();
+        /* (the staging was rewritten by tile_offsets<true> in fused_tile, around the
+         * look-back) */
+        __syncthreads(); /* s.wt written; s.off read by every thread */
         int pre = x - n0 - n1;
         for (unsigned i = 0; i < kT / 32; i++) {
             const int v = (int)s.wt[0][i];
@@ -211,12 +214,15 @@ __device__ __forceinline__ void unit_write(FlatSmem &s, int C, u64 vbase, u64 ca
         }
         const uint32_t l0 = grove__bz_degree(s.deg[j0]) == 1 ? 0x80000000u : 0u;
         const uint32_t l1 = grove__bz_degree(s.deg[j0 + 1]) == 1 ? 0x80000000u : 0u;
-        if (j0 < C)
-            s.rec[j0] = make_uint4(a0, m0 | p0 << 13 | l0, (uint32_t)pre,
-                                   __float_as_uint(grove__bz_step(m0)));
-        if (j0 + 1 < C)
-            s.rec[j0 + 1] = make_uint4(a1, m1 | p1 << 13 | l1, (uint32_t)(pre + n0),
-                                       __float_as_uint(grove__bz_step(m1)));
+        if (j0 < C) {
+            s.rec[j0] = make_uint4(a0, m0 | p0 << 13 | l0, 0u, __float_as_uint(grove__bz_step(m0)));
+            s.off[j0] = (uint32_t)pre;
+        }
+        if (j0 + 1 < C) {
+            s.rec[j0 + 1] =
+                make_uint4(a1, m1 | p1 << 13 | l1, 0u, __float_as_uint(grove__bz_step(m1)));
+            s.off[j0 + 1] = (uint32_t)(pre + n0);
+        }
         __syncthreads();
     }
     /* the warp's windows: a share of ceil(nu / 32), consecutive */
@@ -226,16 +232,16 @@ __device__ __forceinline__ void unit_write(FlatSmem &s, int C, u64 vbase, u64 ca
     if (wb >= we) return;
     int prev = -1; /* the curve of the unit before the window */
     if (wb > 0) {
-        /* the last curve whose first unit is <= 32 wb - 1: a ballot over curves 16 l + (l & 7)
-         * (the offset spreads the loads over 8 banks: at a stride of 16 records every lane's
-         * word was in one bank), then over the 32 from the one found */
+        /* the last curve whose first unit is <= 32 wb - 1: a ballot over curves 16 l + l / 2
+         * (the offset puts every lane's word in a bank of its own), then over the 32 from the
+         * one found */
         const int target = 32 * wb - 1;
-        int i = 16 * (int)lane + (int)(lane & 7u);
-        unsigned bal = __ballot_sync(0xffffffffu, i < C && (int)s.rec[i].z <= target);
+        int i = 16 * (int)lane + (int)(lane >> 1);
+        unsigned bal = __ballot_sync(0xffffffffu, i < C && (int)s.off[i] <= target);
         const int h = 31 - __clz((int)bal);
-        const int base = 16 * h + (h & 7);
+        const int base = 16 * h + (h >> 1);
         i = base + (int)lane;
-        bal = __ballot_sync(0xffffffffu, i < C && (int)s.rec[i].z <= target);
+        bal = __ballot_sync(0xffffffffu, i < C && (int)s.off[i] <= target);
         prev = base + 31 - __clz((int)bal);
     }
     const unsigned wa = (unsigned)__cvta_generic_to_shared(&s.win[w][0]);
@@ -245,7 +251,7 @@ __device__ __forceinline__ void unit_write(FlatSmem &s, int C, u64 vbase, u64 ca
         const int u0 = 32 * wi, u = u0 + (int)lane;
         /* the curves that start in the window are among the next 32 */
         const int jj = prev + 1 + (int)lane;
-        const uint32_t sl = (uint32_t)((jj < C ? (int)s.rec[jj].z : nu) - u0);
+        const uint32_t sl = (uint32_t)((jj < C ? (int)s.off[jj] : nu) - u0);
         const uint32_t starts = __reduce_or_sync(0xffffffffu, sl < 32u ? 1u << sl : 0u);
         int j = prev + __popc(starts & (0xffffffffu >> (31u - lane)));
         prev += __popc(starts);
@@ -253,7 +259,7 @@ __device__ __forceinline__ void unit_write(FlatSmem &s, int C, u64 vbase, u64 ca
         j = j < C ? j : C - 1; /* lanes past the tile's last unit: any curve, nothing kept */
         const uint4 R = s.rec[j];
         const int m = (int)(R.y & 0x1fffu), np = (int)((R.y >> 13) & 0xfffu);
-        const int uu = u - (int)R.z;          /* the unit's number in its curve */
+        const int uu = u - (int)s.off[j];     /* the unit's number in its curve */
         const int par = (int)(R.x & 1u);      /* the curve starts in a pair's second half */
         const int i0 = 2 * kUP * uu - par;    /* the vertex of the unit's first slot (-1: the
                                                * previous curve's end) */
@@ -270,6 +276,9 @@ __device__ __forceinline__ void unit_write(FlatSmem &s, int C, u64 vbase, u64 ca
          * every pair of the window */
         const unsigned dv = wa + 16u * (unsigned)(valid ? q0 - qs : 32 * kUP);
         const float fi = (float)i0;
+        const bool first = uu == 0; /* the curve's first unit */
+        const float2 pe = /* the end point of the curve before (curve 0: its own, unused) */
+            *reinterpret_cast<const float2 *>(&s.cp[cp_unit(j > 0 ? j - 1 : 0) + 1].z);
         /* the unit's pairs; kLine: the warp has a line, whose e3 weight is u, not u^3 */
         auto pairs = [&](auto kLine) {
             /* every pair is stored, the last first: a pair past the unit's (junk) is a pair of
@@ -292,6 +301,13 @@ __device__ __forceinline__ void unit_write(FlatSmem &s, int C, u64 vbase, u64 ca
                     p[h].x = __fmaf_rn(b3, e3x, __fmaf_rn(b2, b.x, __fmaf_rn(b1, a.z, a.x)));
                     p[h].y = __fmaf_rn(b3, e3y, __fmaf_rn(b2, b.y, __fmaf_rn(b1, a.w, a.y)));
                 }
+                if (c == 0) {
+                    /* a curve's first unit: slot 0 is P0 or (par) the previous curve's end
+                     * (junk for the tile's first curve: the tile before's vertex, never
+                     * written), slot 1 is P0 when par */
+                    if (first) p[0] = par ? pe : make_float2(a.x, a.y);
+                    if (first && par) p[1] = make_float2(a.x, a.y);
+                }
                 st_s4(dv + 16u * (unsigned)c, p[0].x, p[0].y, p[1].x, p[1].y);
             }
         };
@@ -299,16 +315,8 @@ __device__ __forceinline__ void unit_write(FlatSmem &s, int C, u64 vbase, u64 ca
             pairs(std::true_type());
         else
             pairs(std::false_type());
-        /* the copied points over the cubic values (the same lane: in order): the previous
-         * curve's end in the slot before P0 (vertex -1), P0, the end point when the unit holds
-         * it */
-        const bool first = cnt > 0 && uu == 0;
-        if (first && par && j > 0) {
-            const float2 pe =
-                *reinterpret_cast<const float2 *>(&s.cp[cp_unit(j - 1) + 1].z);
-            st_s2_if(true, dv, pe.x, pe.y);
-        }
-        st_s2_if(first, dv + 8u * (unsigned)par, a.x, a.y);
+        /* the end point over its cubic value when the unit holds it (the same lane: in
+         * order; a select on every slot would cost more) */
         const int se = m - 1 - i0; /* the slot of the end point */
         st_s2_if(cnt > 0 && se < 2 * cnt, dv + 8u * (unsigned)se, b.z, b.w);
         __syncwarp();
@@ -412,6 +420,10 @@ fused_tile(FlatStage<kPer> &s, FusedSmem &f, int id, int nb, bool next, const fl
     s.off[t] = pre0;
     s.off[t + kT] = agg0 + pre1;
     if (t == kT - 1) s.off[kC] = agg;
+    /* the unit writer's rewrite of the staging (the count has read it) needs no prefix: warps
+     * 1.. do theirs while warp 0 looks back, warp 0 after */
+    if constexpr (kPer == 0)
+        if (w != 0) tile_offsets<true>(s, C, 0);
     if (w == 0) {
         u64 prefix = 0;
         if (id == 0) {
@@ -445,6 +457,7 @@ fused_tile(FlatStage<kPer> &s, FusedSmem &f, int id, int nb, bool next, const fl
                     asm volatile("prefetch.global.L2 [%0];" ::"l"(deg + nc0 + 128 * lane));
             }
         }
+        if constexpr (kPer == 0) tile_offsets<true>(s, C, 0);
     }
     __syncthreads();
     const u64 vbase = f.prefix;
