@@ -4,7 +4,9 @@
  * Curves: n random curves (10^5, 10^6, 10^7, or --size), half quadratic and half cubic: P0
  * uniform in [-1000, 1000)^2, the other control points within +-2 of it, so that the default
  * curvature rule (scale 16, 4..32 points) gives counts spread over 4..32 (about 17 on average),
- * not all clamped to one value. Default options.
+ * not all clamped to one value. Default options. Then the same size again with every other
+ * curve, at random, a line (degree 1), as in a drawing's paths, where L segments are common:
+ * the rows of that set end in _lines (copy_1e7_lines, flat_1e7_lines, ...).
  * On a CUDA context (bench_bezier_cuda.cu), rows for each size:
  *   copy                   a device-to-device copy of the output's size (bytes read + written),
  *                          the bandwidth the other rows are compared with (vs_copy);
@@ -72,13 +74,16 @@ void grove_bench_bezier_usage(FILE *f)
             "the copy row's GB/s; cdp rows name the child grids launched (cdp_1e7_launches=N).\n");
 }
 
-static void gen_curves(grove_curves *c, size_t n, uint64_t seed)
+/* n curves from seed: quadratics and cubics (half each); lines: a line (degree 1) for every
+ * other curve instead, at random, as the L segments of a drawing's paths. */
+static void gen_curves(grove_curves *c, size_t n, uint64_t seed, int lines)
 {
     for (size_t i = 0; i < n; i++) {
         float *p = c->cp + 8 * i;
         const double x0 = grove__bench_unit(grove__bench_hash(seed, 8 * i)) * 2000.0 - 1000.0;
         const double y0 = grove__bench_unit(grove__bench_hash(seed, 8 * i + 1)) * 2000.0 - 1000.0;
-        c->degree[i] = (uint8_t)(2 + (grove__bench_hash(seed ^ 0x5bd1e995u, i) & 1));
+        const uint64_t h = grove__bench_hash(seed ^ 0x5bd1e995u, i);
+        c->degree[i] = (uint8_t)(lines && (h & 2) ? 1 : 2 + (h & 1));
         p[0] = (float)x0;
         p[1] = (float)y0;
         for (int k = 2; k < 8; k++) {
@@ -140,10 +145,13 @@ grove_status grove_bench_bezier(grove_ctx *ctx, const grove_bench_opts *opts, gr
         grove_ctx_destroy(cpu);
         return grove__error(ctx, GROVE_ERR_INTERNAL, "bench bezier: no CPU context");
     }
-    for (int s = 0; s < nsizes && *nrows < max_rows; s++) {
-        const size_t n = sizes[s];
+    /* each size twice: the curves, then the same with half of them lines (rows _lines) */
+    for (int s = 0; s < 2 * nsizes && *nrows < max_rows; s++) {
+        const size_t n = sizes[s / 2];
+        const int lines = s & 1;
         char name[32];
-        size_name(name, sizeof name, n);
+        size_name(name, sizeof name - 8, n);
+        if (lines) strcat(name, "_lines");
         in.n = n;
         in.cp = (float *)malloc(8 * n * sizeof(float));
         in.degree = (uint8_t *)malloc(n ? n : 1);
@@ -151,7 +159,7 @@ grove_status grove_bench_bezier(grove_ctx *ctx, const grove_bench_opts *opts, gr
             st = grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "bench bezier: %zu curves", n);
             goto _end;
         }
-        gen_curves(&in, n, 0xb3e21e5ull + n);
+        gen_curves(&in, n, 0xb3e21e5ull + n, lines);
         st = grove_bezier_tessellate(cpu, &in, NULL, &ref, NULL);
         if (st != GROVE_OK) {
             st = grove__error(ctx, st, "bench bezier: the CPU reference: %s",
