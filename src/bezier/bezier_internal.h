@@ -479,6 +479,14 @@ static_assert(GROVE_BEZIER_MAX_POINTS < (1 << 13), "m fits tile_write's record")
 constexpr uint32_t kRecM = (1u << 13) - 1u, kRecCub = 1u << 23, kRecSkipN = 1u << 24,
                    kRecSkip = 1u << 31;
 
+/* Whether tile_write's main loop writes a curve of degree d (grove__bz_degree's) and m
+ * vertices: degree 2 or 3, 3 <= m < big (the rest go to its slow pass or, m >= big, to a cdp
+ * child of their own). */
+__device__ __forceinline__ bool tile_loop_writes(int d, uint32_t m, uint32_t big)
+{
+    return d >= 2 && m >= 3u && m < big;
+}
+
 /* Vertex i of a written curve at parameter step r, from its staging a = (x0, y0, e1x, e1y),
  * b = (e2x, e2y, end x, end y) and e3 = end - P0: grove__bz_inner's degree-3 arithmetic,
  * operation for operation. */
@@ -554,10 +562,7 @@ template <bool kAll, typename S> __device__ __forceinline__ void tile_offsets(S 
         other.w = __shfl_xor_sync(0xffffffffu, mine.w, 1);
         const int d = grove__bz_degree(s.deg[j]);
         bool rewrite = j < C;
-        if (!kAll) {
-            const uint32_t m = s.off[j + 1] - s.off[j];
-            rewrite = rewrite && d >= 2 && m >= 3u && m < big;
-        }
+        if (!kAll) rewrite = rewrite && tile_loop_writes(d, s.off[j + 1] - s.off[j], big);
         if (rewrite) {
             const float4 lo = h ? other : mine, hi = h ? mine : other;
             const float c[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
@@ -611,10 +616,9 @@ __device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 ca
             const int j = j0 + k;
             const uint32_t m = oe[k + 1] - oe[k];
             const int d = grove__bz_degree(s.deg[j]);
-            const bool fast = d >= 2 && m >= 3u;
-            const bool tab = fast && m < big;
+            const bool tab = tile_loop_writes(d, m, big);
             ry[k] = m | (d == 3 ? kRecCub : 0u) | (tab ? 0u : kRecSkip);
-            if (k < kCPT && j < C && !fast && m < big) slow |= 1u << k;
+            if (k < kCPT && j < C && !tab && m < big) slow |= 1u << k;
             if (k < kCPT && j < C) s.step[j] = tab ? grove__bz_step(m) : 0.0f;
         }
         /* a record past C (the second of an odd tail) holds junk and is never read */
