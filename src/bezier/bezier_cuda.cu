@@ -112,9 +112,7 @@ template <typename F> auto writer_dispatch(bool al, int writer, F &&f)
  * tried first: 7.2 shared-memory wavefronts a store where 2 carry the data (ncu, H200,
  * 2026-11-28), and the kernel was bound by them. */
 constexpr int kUP = 4; /* pairs a unit */
-/* pairs of a window buffer: 32 units, and kUP of room for the junk of the last unit's unused
- * pairs (and of lanes past the tile's last unit) */
-constexpr int kWin = 32 * kUP + kUP;
+constexpr int kWin = 32 * kUP; /* pairs of a window buffer: 32 units */
 static_assert(GROVE_BEZIER_MAX_POINTS < (1 << 13) && GROVE_BEZIER_MAX_POINTS / 2 + 1 < (1 << 12),
               "m and a curve's pairs fit the unit writer's record");
 
@@ -134,15 +132,17 @@ struct FlatSmem {
     uint8_t deg[kC + 1];
 };
 
-/* Shared-memory stores at address a (as __cvta_generic_to_shared gives it): the compiler put
- * every C++ store under a predicate of its own and computed its address again. */
-__device__ __forceinline__ void st_s4(unsigned a, float x, float y, float z, float w)
+/* Shared-memory stores at address a (as __cvta_generic_to_shared gives it) when p, the
+ * predicate the store's own: with C++ stores under an `if`, the compiler gave each store a
+ * branch of its own and computed its address again. A pair: */
+__device__ __forceinline__ void st_s4_if(bool p, unsigned a, float x, float y, float z, float w)
 {
-    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(a), "f"(x), "f"(y), "f"(z),
-                 "f"(w)
+    asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %5, 0;\n\t"
+                 "@q st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n\t}" ::"r"(a),
+                 "f"(x), "f"(y), "f"(z), "f"(w), "r"((int)p)
                  : "memory");
 }
-/* One vertex when p (the predicate the store's own). */
+/* One vertex: */
 __device__ __forceinline__ void st_s2_if(bool p, unsigned a, float x, float y)
 {
     asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %3, 0;\n\t"
@@ -272,20 +272,19 @@ __device__ __forceinline__ void unit_write(FlatSmem &s, int C, u64 vbase, u64 ca
         const float4 a = s.cp[ua], b = s.cp[ua + 1];
         const float e3x = __fsub_rn(b.z, a.x), e3y = __fsub_rn(b.w, a.y);
         const int qs = __shfl_sync(0xffffffffu, q0, 0); /* the window's first pair */
-        /* the unit's first pair in the buffer; a lane past the last unit writes its junk after
-         * every pair of the window */
-        const unsigned dv = wa + 16u * (unsigned)(valid ? q0 - qs : 32 * kUP);
+        /* the unit's first pair in the buffer */
+        const unsigned dv = wa + 16u * (unsigned)(q0 - qs);
         const float fi = (float)i0;
         const bool first = uu == 0; /* the curve's first unit */
         const float2 pe = /* the end point of the curve before (curve 0: its own, unused) */
             *reinterpret_cast<const float2 *>(&s.cp[cp_unit(j > 0 ? j - 1 : 0) + 1].z);
         /* the unit's pairs; kLine: the warp has a line, whose e3 weight is u, not u^3 */
         auto pairs = [&](auto kLine) {
-            /* every pair is stored, the last first: a pair past the unit's (junk) is a pair of
-             * a later unit, stored by its lane at a smaller c, so later (no predicates; the
-             * junk of the window's last unit goes to the buffer's spare room) */
+            /* a lane stores its unit's pairs only: storing the unused ones too, before the
+             * later units' lanes store theirs, saves a predicate a pair but orders the lanes
+             * of a warp, which only __syncwarp does (racecheck) */
 #pragma unroll
-            for (int c = kUP - 1; c >= 0; c--) {
+            for (int c = 0; c < kUP; c++) {
                 float2 p[2];
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
@@ -308,7 +307,7 @@ __device__ __forceinline__ void unit_write(FlatSmem &s, int C, u64 vbase, u64 ca
                     if (first) p[0] = par ? pe : make_float2(a.x, a.y);
                     if (first && par) p[1] = make_float2(a.x, a.y);
                 }
-                st_s4(dv + 16u * (unsigned)c, p[0].x, p[0].y, p[1].x, p[1].y);
+                st_s4_if(c < cnt, dv + 16u * (unsigned)c, p[0].x, p[0].y, p[1].x, p[1].y);
             }
         };
         if (__any_sync(0xffffffffu, line))
