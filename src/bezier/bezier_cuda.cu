@@ -128,7 +128,9 @@ struct FlatSmem {
     uint32_t off[kC + 1]; /* the unit writer keeps each curve's first unit here once the
                            * offsets are read (consecutive words: the window's lanes read
                            * 32 of them at once) */
-    uint32_t wt[2][kT / 32];
+    /* 16-byte aligned: the count's scan reads wt[0] four words at a time, and a load that
+     * began at off[kC] read that word while thread kT - 1 wrote it (racecheck) */
+    alignas(16) uint32_t wt[2][kT / 32];
     uint8_t deg[kC + 1];
 };
 
