@@ -6,8 +6,10 @@
  *
  * flat. Persistent blocks (as many as fit at once) take tiles of kC curves in look-back order;
  * for each, a block counts the curves, publishes the tile's vertex total, looks back for its
- * prefix, writes the tile's offsets and then the tile's vertices with bezier_internal.h's tile
- * writer (coalesced stores, no search). The control points are read
+ * prefix, writes the tile's offsets and then the tile's vertices with the unit writer below
+ * (runs of 16-byte pairs of one curve a lane, through a warp's window in shared memory to
+ * coalesced 16-byte stores; bezier_internal.h's tile writer behind a test hook). The control
+ * points are read
  * once (staged in shared memory for both the count and the vertices), and the host waits once,
  * after the only kernel. docs/bezier-gpu.md has the floors and the figures.
  */

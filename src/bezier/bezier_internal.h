@@ -338,8 +338,8 @@ grove_status grove__bz_tessellate_cpu(grove_ctx *ctx, const grove_curves *in,
 #endif
 
 #ifdef __CUDACC__
-/* ---- the tile writer of the CUDA backend (bezier_cuda.cu's flat kernel, bezier_cdp.cu's group
- * children) ----
+/* ---- the tile writer of the CUDA backend (bezier_cdp.cu's group children; bezier_cuda.cu's
+ * flat kernel behind the test hook grove__bz_flat_tune, its writer until 2026-11-28) ----
  * A tile is kC consecutive curves, handled by one block of kT threads: their control points and
  * degrees are staged in shared memory, their offsets relative to the tile's first vertex (32-bit:
  * a tile has at most kC * GROVE_BEZIER_MAX_POINTS = 2^21 vertices) are in s.off[0..C], and the
