@@ -108,7 +108,7 @@ template <typename F> auto writer_dispatch(bool al, int writer, F &&f)
  * previous curve's end, P0, the end point) are then written over their slots. The warp copies
  * its window (at most 32 kUP pairs, consecutive) to the output with 16-byte stores. A curve's
  * lookup, loads and parameter step are paid once a unit instead of once a pair, there are no
- * chunk barriers, and lines join the loop (tile_offsets<true>). A warp's windows are
+ * chunk barriers, and lines join the loop (tile_offsets). A warp's windows are
  * consecutive, so it carries the curve from one window to the next; the first is found by a
  * two-level search. Units of vertices instead of pairs (8 scattered 8-byte stores a unit) were
  * tried first: 7.2 shared-memory wavefronts a store where 2 carry the data (ncu, H200,
@@ -122,7 +122,7 @@ static_assert(GROVE_BEZIER_MAX_POINTS < (1 << 13) && GROVE_BEZIER_MAX_POINTS / 2
  * unit writer use, a record per curve and a window buffer per warp. 43 KB: 5 blocks an SM. */
 struct FlatSmem {
     static constexpr bool kFlags = false;
-    float4 cp[kCpUnits]; /* as TileSmem's; every curve rewritten by tile_offsets<true> */
+    float4 cp[kCpUnits]; /* as TileSmem's; every curve rewritten by tile_offsets */
     float4 win[kT / 32][kWin];
     /* a curve's record: {a of its first vertex, m | pairs << 13 | line << 31, 0, its parameter
      * step's bits} */
@@ -207,8 +207,7 @@ __device__ __forceinline__ void unit_write(FlatSmem &s, int C, u64 vbase, u64 ca
             if (lane >= (unsigned)d) x += y;
         }
         if (lane == 31) s.wt[0][w] = (uint32_t)x;
-        /* (the staging was rewritten by tile_offsets<true> in fused_tile, around the
-         * look-back) */
+        /* (the staging was rewritten by tile_offsets in fused_tile, around the look-back) */
         __syncthreads(); /* s.wt written; s.off read by every thread */
         int pre = x - n0 - n1;
         for (unsigned i = 0; i < kT / 32; i++) {
@@ -426,7 +425,7 @@ fused_tile(FlatStage<kPer> &s, FusedSmem &f, int id, int nb, bool next, const fl
     /* the unit writer's rewrite of the staging (the count has read it) needs no prefix: warps
      * 1.. do theirs while warp 0 looks back, warp 0 after */
     if constexpr (kPer == 0)
-        if (w != 0) tile_offsets<true>(s, C, 0);
+        if (w != 0) tile_offsets(s, C, 0xffffffffu);
     if (w == 0) {
         u64 prefix = 0;
         if (id == 0) {
@@ -460,7 +459,7 @@ fused_tile(FlatStage<kPer> &s, FusedSmem &f, int id, int nb, bool next, const fl
                     asm volatile("prefetch.global.L2 [%0];" ::"l"(deg + nc0 + 128 * lane));
             }
         }
-        if constexpr (kPer == 0) tile_offsets<true>(s, C, 0);
+        if constexpr (kPer == 0) tile_offsets(s, C, 0xffffffffu);
     }
     __syncthreads();
     const u64 vbase = f.prefix;

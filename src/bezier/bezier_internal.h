@@ -471,32 +471,25 @@ __device__ __forceinline__ int tile_curve(const TileSmem &s, int b, int prev, in
 }
 
 /* tile_write's record of a curve: x = its first vertex relative to the tile's, y = m (13 bits,
- * m <= GROVE_BEZIER_MAX_POINTS) | cubic << 23 | next skip << 24 | skip << 31, skip when the
- * main loop does not write the curve, next skip the same for the next curve (junk for the
- * tile's last, never used), so that a pair whose second vertex starts the next curve needs no
- * load of that curve's own. */
+ * m <= GROVE_BEZIER_MAX_POINTS) | line << 23 | next skip << 24 | skip << 31, skip when the
+ * main loop does not write the curve (m >= big: a cdp child of its own writes it), next skip
+ * the same for the next curve (junk for the tile's last, never used), so that a pair whose
+ * second vertex starts the next curve needs no load of that curve's own. */
 static_assert(GROVE_BEZIER_MAX_POINTS < (1 << 13), "m fits tile_write's record");
-constexpr uint32_t kRecM = (1u << 13) - 1u, kRecCub = 1u << 23, kRecSkipN = 1u << 24,
+constexpr uint32_t kRecM = (1u << 13) - 1u, kRecLine = 1u << 23, kRecSkipN = 1u << 24,
                    kRecSkip = 1u << 31;
 
-/* Whether tile_write's main loop writes a curve of degree d (grove__bz_degree's) and m
- * vertices: degree 2 or 3, 3 <= m < big (the rest go to its slow pass or, m >= big, to a cdp
- * child of their own). */
-__device__ __forceinline__ bool tile_loop_writes(int d, uint32_t m, uint32_t big)
-{
-    return d >= 2 && m >= 3u && m < big;
-}
-
 /* Vertex i of a written curve at parameter step r, from its staging a = (x0, y0, e1x, e1y),
- * b = (e2x, e2y, end x, end y) and e3 = end - P0: grove__bz_inner's degree-3 arithmetic,
- * operation for operation. */
-__device__ __forceinline__ float2 tile_cubic(float4 a, float4 b, float2 e3, float r, uint32_t i)
+ * b = (e2x, e2y, end x, end y) and e3 = end - P0: grove__bz_inner's arithmetic, operation for
+ * operation (a line's staging, tile_offsets', with u as the weight of e3). */
+__device__ __forceinline__ float2 tile_cubic(float4 a, float4 b, float2 e3, float r, uint32_t i,
+                                             bool line)
 {
     const float u = __fmul_rn((float)i, r);
     const float v = __fsub_rn(1.0f, u);
     const float vv = __fmul_rn(v, v), uu = __fmul_rn(u, u);
     const float b1 = __fmul_rn(3.0f, __fmul_rn(vv, u));
-    const float b2 = __fmul_rn(3.0f, __fmul_rn(v, uu)), b3 = __fmul_rn(uu, u);
+    const float b2 = __fmul_rn(3.0f, __fmul_rn(v, uu)), b3 = line ? u : __fmul_rn(uu, u);
     float2 p;
     p.x = __fmaf_rn(b3, e3.x, __fmaf_rn(b2, b.x, __fmaf_rn(b1, a.z, a.x)));
     p.y = __fmaf_rn(b3, e3.y, __fmaf_rn(b2, b.y, __fmaf_rn(b1, a.w, a.y)));
@@ -504,19 +497,19 @@ __device__ __forceinline__ float2 tile_cubic(float4 a, float4 b, float2 e3, floa
 }
 
 /* Vertices i and i + 1 of a written curve (staging a, b as tile_cubic's; m vertices; parameter
- * step r) into out (x, y, x, y). i may be ~0u and i + 1 may be m: the values are then never
- * written. */
+ * step r; line: degree 1) into out (x, y, x, y). i may be ~0u and i + 1 may be m: the values
+ * are then never written. */
 __device__ __forceinline__ void tile_pair(float4 a, float4 b, float r, uint32_t m, uint32_t i,
-                                          float4 &out)
+                                          bool line, float4 &out)
 {
     /* grove__bz_offsets' e3 (the end point less P0, for both degrees), once for the pair */
     const float2 e3 = make_float2(__fsub_rn(b.z, a.x), __fsub_rn(b.w, a.y));
-    float2 p = tile_cubic(a, b, e3, r, i);
+    float2 p = tile_cubic(a, b, e3, r, i, line);
     if (i + 1u == m) p.x = b.z, p.y = b.w;
     if (i == 0u) p.x = a.x, p.y = a.y;
     out.x = p.x;
     out.y = p.y;
-    p = tile_cubic(a, b, e3, r, i + 1u);
+    p = tile_cubic(a, b, e3, r, i + 1u, line);
     if (i + 2u == m) p.x = b.z, p.y = b.w;
     if (i + 1u == 0u) p.x = a.x, p.y = a.y;
     out.z = p.x;
@@ -535,18 +528,18 @@ __device__ __forceinline__ void st_v2(float *p, float x, float y)
     asm volatile("st.global.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(x), "f"(y));
 }
 
-/* Rewrites, in place, the staging of the curves a writer's loop computes into the cubic form's
- * offsets: P0, e1, e2 and the end point (grove__bz_offsets; e3 = end - P0 is formed in the loop).
- * kAll false (tile_write): the curves of degree 2 or 3 with 3 <= m < big. kAll true (the flat
- * kernel's unit writer): every curve; a line (degree 1) becomes P0, e1 = e2 = -0 and its end,
- * which the cubic sums turn into grove__bz_inner's P0 + u (P1 - P0) exactly when u stands for
- * the weight of e3 (b1 -0 and b2 -0 are -0 for weights >= 0, and x + -0 is x for every x,
- * zeros included). A lane takes one 16-byte unit (half a curve) and gets the other half from
- * its neighbour by shuffles, so that a warp's loads and stores cover consecutive units without
- * bank conflicts; a thread per curve (64 bytes apart) took 16 wavefronts where 4 carry the data
- * (ncu, H200, 2026-11-28). The tile group synchronizes after the call, before the loop reads
- * the staging. Units of curves at or past C are read (junk) and left alone. */
-template <bool kAll, typename S> __device__ __forceinline__ void tile_offsets(S &s, int C, uint32_t big)
+/* Rewrites, in place, the staging of the curves a writer's loop computes (those of m < big;
+ * ~0u: all) into the cubic form's offsets: P0, e1, e2 and the end point
+ * (grove__bz_offsets; e3 = end - P0 is formed in the loop). A line (degree 1) becomes P0,
+ * e1 = e2 = -0 and its end, which the cubic sums turn into grove__bz_inner's P0 + u (P1 - P0)
+ * exactly when u stands for the weight of e3 (b1 x -0 and b2 x -0 are -0 for weights >= 0, and
+ * x + -0 is x for every x, zeros included). A lane takes one 16-byte unit (half a curve) and
+ * gets the other half from its neighbour by shuffles, so that a warp's loads and stores cover
+ * consecutive units without bank conflicts; a thread per curve (64 bytes apart) took 16
+ * wavefronts where 4 carry the data (ncu, H200, 2026-11-28). The tile group synchronizes after
+ * the call, before the loop reads the staging. Units of curves at or past C are read (junk)
+ * and left alone; P0 stays where it was, so a skipped curve's first point is read as any. */
+template <typename S> __device__ __forceinline__ void tile_offsets(S &s, int C, uint32_t big)
 {
     const int t = (int)tile_tid();
 #pragma unroll
@@ -561,15 +554,15 @@ template <bool kAll, typename S> __device__ __forceinline__ void tile_offsets(S 
         other.z = __shfl_xor_sync(0xffffffffu, mine.z, 1);
         other.w = __shfl_xor_sync(0xffffffffu, mine.w, 1);
         const int d = grove__bz_degree(s.deg[j]);
-        bool rewrite = j < C;
-        if (!kAll) rewrite = rewrite && tile_loop_writes(d, s.off[j + 1] - s.off[j], big);
-        if (rewrite) {
+        /* big = ~0u: every curve, and s.off is not read (the unit writer calls this before
+         * the barrier that follows the offsets' writes) */
+        if (j < C && (big == 0xffffffffu || s.off[j + 1] - s.off[j] < big)) {
             const float4 lo = h ? other : mine, hi = h ? mine : other;
             const float c[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
             float ex[3], ey[3];
             grove__bz_offsets(c, d, 0, ex);
             grove__bz_offsets(c, d, 1, ey);
-            if (kAll && d == 1)
+            if (d == 1)
                 *unit = h == 0 ? make_float4(c[0], c[1], -0.0f, -0.0f)
                                : make_float4(-0.0f, -0.0f, c[2], c[3]);
             else if (h == 0)
@@ -585,9 +578,10 @@ template <bool kAll, typename S> __device__ __forceinline__ void tile_offsets(S 
  * global vertex index vbase + relative offset. Vertices at index >= cap are not written, nor those
  * of curves with m >= big (the cdp variant gives those a child grid of their own). kAligned: d_xy
  * is 8-byte aligned; the pairs then start one vertex early when needed so that a pair's first
- * vertex is 16-byte aligned. The main loop has no branch on the curve: it writes quadratics
- * and cubics of 3 or more vertices (both in the cubic form's staging); the rest (lines, m = 2) are
- * written after it by a slow pass, a warp per curve, with grove__bz_vertex. All threads call it.
+ * vertex is 16-byte aligned. The main loop has no branch on the curve: it writes every curve
+ * of m < big (all in the cubic form's staging, a line's weight of e3 chosen by a select). Until
+ * 2026-11-28 lines and curves of 2 vertices were left to a slow pass after the loop, a warp per
+ * curve (1.8x the time of the whole call when half the curves were lines). All threads call it.
  */
 template <bool kAligned, int kPer, bool kNamed = false>
 __device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 cap, uint32_t big,
@@ -600,7 +594,6 @@ __device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 ca
     if (lim == 0) return; /* the same for the whole block */
     const int sh = kAligned ? (int)((((uintptr_t)(xy + 2 * vbase)) >> 3) & 1u) : 0;
     float *const xt = xy + 2 * vbase;
-    unsigned slow = 0; /* bit k: curve t kCPT + k goes to the slow pass */
     static_assert(kCPT == 2, "a thread's offsets and records are read and written as pairs");
     {
         /* a thread's two curves and the next (for its skip bit): their offsets with one 8-byte
@@ -616,9 +609,8 @@ __device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 ca
             const int j = j0 + k;
             const uint32_t m = oe[k + 1] - oe[k];
             const int d = grove__bz_degree(s.deg[j]);
-            const bool tab = tile_loop_writes(d, m, big);
-            ry[k] = m | (d == 3 ? kRecCub : 0u) | (tab ? 0u : kRecSkip);
-            if (k < kCPT && j < C && !tab && m < big) slow |= 1u << k;
+            const bool tab = m < big;
+            ry[k] = m | (d == 1 ? kRecLine : 0u) | (tab ? 0u : kRecSkip);
             if (k < kCPT && j < C) s.step[j] = tab ? grove__bz_step(m) : 0.0f;
         }
         /* a record past C (the second of an odd tail) holds junk and is never read */
@@ -626,7 +618,7 @@ __device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 ca
         for (int k = 0; k < kCPT; k++) ry[k] |= (ry[k + 1] & kRecSkip) ? kRecSkipN : 0u;
         if (j0 < C) *reinterpret_cast<uint4 *>(&s.rec[j0]) = make_uint4(oe[0], ry[0], oe[1], ry[1]);
     }
-    tile_offsets<false>(s, C, big);
+    tile_offsets(s, C, big);
     int prev = -1; /* the curve of the slot before the chunk */
     int b = 0;
     for (uint32_t q = 0; q < lim + (uint32_t)sh; q += kV, b ^= 1) {
@@ -693,7 +685,7 @@ __device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 ca
             const uint32_t ia = before ? ~0u : (uint32_t)ra - rc.x;
             const bool same = ia + 1u < m; /* else the second is the next curve's first */
             float4 p;
-            tile_pair(ca, cb, rs, m, ia, p);
+            tile_pair(ca, cb, rs, m, ia, (rc.y & kRecLine) != 0u, p);
             if (!same) p.z = pn.x, p.w = pn.y;
             /* the skip bit of the second vertex's curve, moved to bit 31 when that is the next */
             static_assert(kRecSkipN << 7 == kRecSkip, "the next curve's skip bit");
@@ -723,30 +715,6 @@ __device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 ca
             }
         }
         prev += (int)(s.excl[b][kT - 1] + (uint32_t)__popc(s.flag[b][kV / 32 - 1] >> (32 - kPer)));
-    }
-    /* the slow pass: a warp per curve that the main loop left and that is written here */
-#pragma unroll
-    for (int k = 0; k < kCPT; k++) {
-        unsigned bal = __ballot_sync(0xffffffffu, (slow >> k) & 1u);
-        while (bal) {
-            const int l = __ffs(bal) - 1;
-            bal &= bal - 1u;
-            const int j = (int)(w * 32u + (unsigned)l) * kCPT + k;
-            const uint32_t o = s.off[j], m = s.off[j + 1] - o;
-            const float *c = reinterpret_cast<const float *>(&s.cp[cp_unit(j)]);
-            const uint8_t dg = s.deg[j]; /* as read: grove__bz_vertex applies grove__bz_degree */
-            for (uint32_t i = lane; i < m && o + i < lim; i += 32) {
-                float v[2];
-                grove__bz_vertex(c, dg, i, m, v);
-                float *const dst = xt + 2 * (size_t)(o + i);
-                if (kAligned) {
-                    st_v2(dst, v[0], v[1]);
-                } else {
-                    dst[0] = v[0];
-                    dst[1] = v[1];
-                }
-            }
-        }
     }
 }
 
