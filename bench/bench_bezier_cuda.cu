@@ -15,9 +15,10 @@
 #include "core_cuda.h"
 #include "grove/bezier.h"
 
-/* bezier_cuda.h's hooks: the tile writer in chunks of 8 vertices a thread instead of 16; the
- * flat kernel's variant (1: a block a tile, the scheduling before persistent blocks); the cdp
- * child's (1: a tile a block, the child before children of 4 tiles) */
+/* bezier_cuda.h's hooks: flat's writer (0 the unit writer, 2 tile_write in chunks of 16
+ * vertices a thread, the `flat_chunks` rows); the flat kernel's variant (1: a block a tile, the
+ * scheduling before persistent blocks); the cdp child's (1: a tile a block, the child before
+ * children of 4 tiles) */
 extern "C" void grove__bz_flat_tune(int writer);
 extern "C" void grove__bz_flat_mode(int mode);
 extern "C" void grove__bz_cdp_mode(int mode);

@@ -484,6 +484,11 @@ static void test_sizes(const env *E, tu_rng *r)
         gen(&s, r, 300, GEN_RANDOM, 1000.0f);
         opts_curv(&o, 2, 4096, 1000);
         run_case(E, "max_points 4096", &s.c, &o, 1);
+        /* at least 3 vertices: the lines' odd counts put later curves at odd positions, so a
+         * curve of 4096 vertices there spans 2049 output pairs (the unit writer's record holds
+         * 12 bits of pairs) */
+        opts_curv(&o, 3, 4096, 1000);
+        run_case(E, "3..4096 points", &s.c, &o, 1);
         opts_tol(&o, 4096, 1e-7);
         run_case(E, "tolerance capped at 4096", &s.c, &o, 1);
         cs_free(&s);
@@ -715,6 +720,40 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
             CHECK_MSG(bad == 0, "capacity %llu variant %d: %zu words wrong",
                       (unsigned long long)cap, v, bad);
         }
+    /* flat under a capacity that cuts the output at the edges a writer handles apart (the
+     * first vertex, the first and second pair, around the end of the first tile, the last
+     * two vertices), the output 16-byte aligned, 8-byte aligned (the first vertex in a pair's
+     * second half) and 4-byte aligned (float by float); writer 0 the unit writer, 2 tile_write
+     * in chunks of 16 */
+    {
+        const uint64_t a0 = ref.offsets[512 < n ? 512 : n]; /* the first tile's vertices */
+        const uint64_t caps[] = {1, 2, 3, a0 - 1, a0, a0 + 1, a0 + 2, tv - 2, tv - 1};
+        o.variant = GROVE_BEZIER_FLAT;
+        for (int wr = 0; wr <= 2; wr += 2)
+            for (int shift = 0; shift < 3; shift++)
+                for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
+                    const uint64_t cap = caps[c];
+                    size_t bad = 0;
+                    grove__bz_flat_tune(wr);
+                    cudaMemset(d_xy, 0x7f, (2 * tv + 2) * sizeof(float));
+                    total = 0;
+                    expect_err(gpu, "capacity (edges)",
+                               grove_bezier_tessellate_device(gpu, d_cp, d_deg, n, &o, d_off,
+                                                              d_xy + shift, cap, &total, &st),
+                               GROVE_ERR_LIMIT, "d_xy holds");
+                    CHECK(total == tv);
+                    cudaMemcpy(h_xy, d_xy, (2 * tv + 2) * sizeof(float), cudaMemcpyDeviceToHost);
+                    for (uint64_t i = 0; i < 2 * tv + 2; i++) {
+                        if (i < (uint64_t)shift || i >= (uint64_t)shift + 2 * cap)
+                            bad += ((uint32_t *)h_xy)[i] != 0x7f7f7f7fu;
+                        else
+                            bad += memcmp(h_xy + i, ref.xy + (i - (uint64_t)shift),
+                                          sizeof(float)) != 0;
+                    }
+                    CHECK_MSG(bad == 0, "capacity %llu writer %d shift %d: %zu words wrong",
+                              (unsigned long long)cap, wr, shift, bad);
+                }
+    }
     grove__bz_flat_tune(0);
     o.variant = GROVE_BEZIER_AUTO;
     /* exact capacity, aligned (16 and 8 bytes) and unaligned output; v: flat with the unit

@@ -119,7 +119,8 @@ static_assert(GROVE_BEZIER_MAX_POINTS < (1 << 13) && GROVE_BEZIER_MAX_POINTS / 2
               "m and a curve's pairs fit the unit writer's record");
 
 /* The single pass's staging with the unit writer: TileSmem's fields that the count and the
- * unit writer use, a record per curve and a window buffer per warp. 43 KB: 5 blocks an SM. */
+ * unit writer use, a record per curve and a window buffer per warp. 43.7 KB with
+ * GROVE_BZ_CP_PAD 0: 5 blocks an SM (with the padding, 45.7 KB: 4). */
 struct FlatSmem {
     static constexpr bool kFlags = false;
     float4 cp[kCpUnits]; /* as TileSmem's; every curve rewritten by tile_offsets */
@@ -127,9 +128,10 @@ struct FlatSmem {
     /* a curve's record: {a of its first vertex, m | pairs << 13 | line << 31, 0, its parameter
      * step's bits} */
     uint4 rec[kC];
-    uint32_t off[kC + 1]; /* the unit writer keeps each curve's first unit here once the
-                           * offsets are read (consecutive words: the window's lanes read
-                           * 32 of them at once) */
+    uint32_t off[kC + 1]; /* the unit writer keeps each curve's first unit in off[0..C) once
+                           * the offsets are read (consecutive words: the window's lanes read
+                           * 32 of them at once); off[C] and above still hold vertex offsets,
+                           * so every read of a first unit is guarded by j < C */
     /* 16-byte aligned: the count's scan reads wt[0] four words at a time, and a load that
      * began at off[kC] read that word while thread kT - 1 wrote it (racecheck) */
     alignas(16) uint32_t wt[2][kT / 32];
@@ -165,8 +167,10 @@ __device__ __forceinline__ void st_v4_if(bool p, float *a, float4 v)
                  : "memory");
 }
 
-/* The pairs a curve owns (see above): first vertex at a0, m vertices, last: whether it is the
- * tile's last curve (it then owns its last pair whatever the parity). */
+/* The pairs a curve owns (see above): first vertex at a0, m >= 2 vertices (every rule gives at
+ * least 2), last: whether it is the tile's last curve (it then owns its last pair whatever the
+ * parity). At least 1, so the curves' first units strictly increase, which the windows' lookup
+ * by population count needs (m = 1 at an even a0 would give 0). */
 __device__ __forceinline__ uint32_t unit_pairs(uint32_t a0, uint32_t m, bool last)
 {
     const uint32_t ae = a0 + m - 1; /* its last vertex */
@@ -251,23 +255,23 @@ __device__ __forceinline__ void unit_write(FlatSmem &s, int C, u64 vbase, u64 ca
     const float4 *const wp = s.win[w];
     const int alim = lim + sh; /* a of the first vertex not written */
     for (int wi = wb; wi < we; wi++) {
-        const int u0 = 32 * wi, u = u0 + (int)lane;
+        const int u0 = 32 * wi, ut = u0 + (int)lane; /* the lane's unit in the tile */
         /* the curves that start in the window are among the next 32 */
         const int jj = prev + 1 + (int)lane;
         const uint32_t sl = (uint32_t)((jj < C ? (int)s.off[jj] : nu) - u0);
         const uint32_t starts = __reduce_or_sync(0xffffffffu, sl < 32u ? 1u << sl : 0u);
         int j = prev + __popc(starts & (0xffffffffu >> (31u - lane)));
         prev += __popc(starts);
-        const bool valid = u < nu;
+        const bool valid = ut < nu;
         j = j < C ? j : C - 1; /* lanes past the tile's last unit: any curve, nothing kept */
         const uint4 R = s.rec[j];
         const int m = (int)(R.y & 0x1fffu), np = (int)((R.y >> 13) & 0xfffu);
-        const int uu = u - (int)s.off[j];     /* the unit's number in its curve */
+        const int uc = ut - (int)s.off[j];     /* the unit's number in its curve */
         const int par = (int)(R.x & 1u);      /* the curve starts in a pair's second half */
-        const int i0 = 2 * kUP * uu - par;    /* the vertex of the unit's first slot (-1: the
+        const int i0 = 2 * kUP * uc - par;    /* the vertex of the unit's first slot (-1: the
                                                * previous curve's end) */
-        const int q0 = (int)(R.x >> 1) + kUP * uu; /* the unit's first pair */
-        const int left = np - kUP * uu;
+        const int q0 = (int)(R.x >> 1) + kUP * uc; /* the unit's first pair */
+        const int left = np - kUP * uc;
         const int cnt = valid ? (left < kUP ? left : kUP) : 0; /* its pairs */
         const float r = __uint_as_float(R.w);
         const bool line = (int)R.y < 0;
@@ -278,7 +282,7 @@ __device__ __forceinline__ void unit_write(FlatSmem &s, int C, u64 vbase, u64 ca
         /* the unit's first pair in the buffer */
         const unsigned dv = wa + 16u * (unsigned)(q0 - qs);
         const float fi = (float)i0;
-        const bool first = uu == 0; /* the curve's first unit */
+        const bool first = uc == 0; /* the curve's first unit */
         const float2 pe = /* the end point of the curve before (curve 0: its own, unused) */
             *reinterpret_cast<const float2 *>(&s.cp[cp_unit(j > 0 ? j - 1 : 0) + 1].z);
         /* the unit's pairs; kLine: the warp has a line, whose e3 weight is u, not u^3 */
@@ -294,12 +298,12 @@ __device__ __forceinline__ void unit_write(FlatSmem &s, int C, u64 vbase, u64 ca
                     /* grove__bz_inner: u = i r, the weights, three fused multiply-adds a
                      * coordinate (|i0| + 2 kUP < 2^24: the float sum is exact) */
                     const int k = 2 * c + h;
-                    const float uu_ = __fmul_rn(k == 0 ? fi : __fadd_rn(fi, (float)k), r);
-                    const float v = __fsub_rn(1.0f, uu_);
-                    const float vv = __fmul_rn(v, v), u2 = __fmul_rn(uu_, uu_);
-                    const float b1 = __fmul_rn(3.0f, __fmul_rn(vv, uu_));
+                    const float pu = __fmul_rn(k == 0 ? fi : __fadd_rn(fi, (float)k), r);
+                    const float v = __fsub_rn(1.0f, pu);
+                    const float vv = __fmul_rn(v, v), u2 = __fmul_rn(pu, pu);
+                    const float b1 = __fmul_rn(3.0f, __fmul_rn(vv, pu));
                     const float b2 = __fmul_rn(3.0f, __fmul_rn(v, u2));
-                    const float b3 = decltype(kLine)::value && line ? uu_ : __fmul_rn(u2, uu_);
+                    const float b3 = decltype(kLine)::value && line ? pu : __fmul_rn(u2, pu);
                     p[h].x = __fmaf_rn(b3, e3x, __fmaf_rn(b2, b.x, __fmaf_rn(b1, a.z, a.x)));
                     p[h].y = __fmaf_rn(b3, e3y, __fmaf_rn(b2, b.y, __fmaf_rn(b1, a.w, a.y)));
                 }
@@ -319,7 +323,9 @@ __device__ __forceinline__ void unit_write(FlatSmem &s, int C, u64 vbase, u64 ca
             pairs(std::false_type());
         /* the end point over its cubic value when the unit holds it (the same lane: in
          * order; a select on every slot would cost more) */
-        const int se = m - 1 - i0; /* the slot of the end point */
+        /* the slot of the end point: >= 0, since a unit's first slot is at most the curve's
+         * last vertex (i0 <= m - 1) */
+        const int se = m - 1 - i0;
         st_s2_if(cnt > 0 && se < 2 * cnt, dv + 8u * (unsigned)se, b.z, b.w);
         __syncwarp();
         const int qe = (int)__reduce_max_sync(0xffffffffu, (unsigned)(valid ? q0 + cnt : 0));
@@ -573,7 +579,9 @@ grove_status persist_room(grove_ctx *ctx, std::atomic<int> *slot, const void *fn
     *room = slot ? slot->load(std::memory_order_relaxed) : 0;
     if (*room > 0) return GROVE_OK;
     int sms = 0, per = 0;
-    /* the unit writer's 43 KB x 5 blocks need the largest shared-memory carveout */
+    /* the unit writer's 43.7 KB x 5 blocks need the largest shared-memory carveout; it is
+     * asked for every persistent single-pass kernel, tile_write's (flat_chunks) included,
+     * since 2026-11-28 (the block-a-tile hook's kernels keep the driver's choice) */
     GROVE_CUDA_TRY(ctx,
                    cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout,
                                         cudaSharedmemCarveoutMaxShared),
