@@ -103,14 +103,14 @@ template <typename F> auto writer_dispatch(bool al, int writer, F &&f)
  * are cut into units of kUP, numbered in curve order. A warp takes windows of 32 consecutive
  * units, a lane a unit: it finds the unit's curve from the curve starts of the window (one
  * reduction over the first units of the next 32 curves), loads the curve's staging and record
- * once, computes its 2 kUP vertices in registers with grove__bz_inner's arithmetic and stores
- * them as 16-byte pairs into the warp's window buffer in shared memory; the copied points (the
- * previous curve's end, P0, the end point) are then written over their slots. The warp copies
- * its window (at most 32 kUP pairs, consecutive) to the output with 16-byte stores. A curve's
- * lookup, loads and parameter step are paid once a unit instead of once a pair, there are no
- * chunk barriers, and lines join the loop (tile_offsets). A warp's windows are
- * consecutive, so it carries the curve from one window to the next; the first is found by a
- * two-level search. Units of vertices instead of pairs (8 scattered 8-byte stores a unit) were
+ * once, computes its 2 kUP vertices in registers with grove__bz_inner's arithmetic (the
+ * copied points of a curve's first unit, the previous curve's end and P0, by selects) and
+ * stores them as 16-byte pairs into the warp's window buffer in shared memory; the end point
+ * is then written over its slot. The warp copies its window (at most 32 kUP pairs,
+ * consecutive) to the output with 16-byte stores. A curve's lookup, loads and parameter step
+ * are paid once a unit instead of once a pair, there are no chunk barriers, and lines join the
+ * loop (tile_offsets). A warp's windows are consecutive, so it carries the curve from one
+ * window to the next; the first is found by a two-level search. Units of vertices instead of pairs (8 scattered 8-byte stores a unit) were
  * tried first: 7.2 shared-memory wavefronts a store where 2 carry the data (ncu, H200,
  * 2026-11-28), and the kernel was bound by them. */
 constexpr int kUP = 4; /* pairs a unit */
