@@ -204,12 +204,8 @@ __device__ __forceinline__ void unit_write(FlatSmem &s, int C, u64 vbase, u64 ca
         const uint32_t p0 = j0 < C ? unit_pairs(a0, m0, j0 == C - 1) : 0u;
         const uint32_t p1 = j0 + 1 < C ? unit_pairs(a1, m1, j0 + 1 == C - 1) : 0u;
         const int n0 = (int)((p0 + kUP - 1) / kUP), n1 = (int)((p1 + kUP - 1) / kUP);
-        int x = n0 + n1;
-#pragma unroll
-        for (int d = 1; d < 32; d <<= 1) {
-            const int y = __shfl_up_sync(0xffffffffu, x, d);
-            if (lane >= (unsigned)d) x += y;
-        }
+        const int x =
+            grove_lb::warp_scan_incl<grove_lb::Sum<int>, false, false>(n0 + n1, 0u, (int)lane);
         if (lane == 31) s.wt[0][w] = (uint32_t)x;
         /* (the staging was rewritten by tile_offsets in fused_tile, around the look-back) */
         __syncthreads(); /* s.wt written; s.off read by every thread */
