@@ -110,9 +110,9 @@ template <typename F> auto writer_dispatch(bool al, int writer, F &&f)
  * consecutive) to the output with 16-byte stores. A curve's lookup, loads and parameter step
  * are paid once a unit instead of once a pair, there are no chunk barriers, and lines join the
  * loop (tile_offsets). A warp's windows are consecutive, so it carries the curve from one
- * window to the next; the first is found by a two-level search. Units of vertices instead of pairs (8 scattered 8-byte stores a unit) were
- * tried first: 7.2 shared-memory wavefronts a store where 2 carry the data (ncu, H200,
- * 2026-11-28), and the kernel was bound by them. */
+ * window to the next; the first is found by a two-level search. Units of vertices instead of
+ * pairs (8 scattered 8-byte stores a unit) were tried first: 7.2 shared-memory wavefronts a
+ * store where 2 carry the data (ncu, H200, 2026-11-28), and the kernel was bound by them. */
 constexpr int kUP = 4; /* pairs a unit */
 constexpr int kWin = 32 * kUP; /* pairs of a window buffer: 32 units */
 static_assert(GROVE_BEZIER_MAX_POINTS < (1 << 13) && GROVE_BEZIER_MAX_POINTS / 2 + 1 < (1 << 12),
@@ -372,10 +372,10 @@ struct FusedSmem {
  * that they arrive while this tile is written. */
 template <bool kAligned, int kPer>
 __device__ __forceinline__ void
-fused_tile(FlatStage<kPer> &s, FusedSmem &f, int id, int nb, bool next, const float *__restrict__ cp,
-           const uint8_t *__restrict__ deg, u64 n, u64 ntiles, const grove__bz_rule &r,
-           u64 *__restrict__ off, float *__restrict__ xy, u64 cap, uint32_t *counter,
-           grove_lb::TileState<u64> ts, u64 *__restrict__ st)
+fused_tile(FlatStage<kPer> &s, FusedSmem &f, int id, int nb, bool next,
+           const float *__restrict__ cp, const uint8_t *__restrict__ deg, u64 n, u64 ntiles,
+           const grove__bz_rule &r, u64 *__restrict__ off, float *__restrict__ xy, u64 cap,
+           uint32_t *counter, grove_lb::TileState<u64> ts, u64 *__restrict__ st)
 {
     const unsigned t = threadIdx.x, lane = t & 31u, w = t >> 5;
     const u64 c0 = (u64)id * kC;

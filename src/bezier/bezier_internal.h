@@ -350,8 +350,8 @@ grove_status grove__bz_tessellate_cpu(grove_ctx *ctx, const grove_curves *in,
  * chunk costs three barriers). A vertex is computed in registers from its curve's staging and
  * parameter step with grove__bz_inner's degree-3 operations, in the same order (the staging holds
  * P0, grove__bz_offsets' e1 and e2 and the end point, written in place before the chunks): the
- * bytes are the CPU's. (Until 2026-11-28 the basis was tabled per block, one 16-byte shared load a vertex;
- * docs/bezier-gpu.md.) */
+ * bytes are the CPU's. (Until 2026-11-28 the basis was tabled per block, one 16-byte shared
+ * load a vertex; docs/bezier-gpu.md.) */
 namespace grove_bzk
 {
 
