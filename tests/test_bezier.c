@@ -693,65 +693,39 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
     cudaMemcpy(h_off, d_off, (n + 1) * sizeof(uint64_t), cudaMemcpyDeviceToHost);
     CHECK(memcmp(h_off, ref.offsets, (n + 1) * sizeof(uint64_t)) == 0);
 
-    /* too small (one vertex short, half): LIMIT, the total says what is needed; nothing at or
-     * past capacity is written; flat has written the vertices below it, cdp nothing */
-    for (int v = 0; v < 3 - g_no_cdp; v++)
-        for (int half = 0; half < 2; half++) {
-            const uint64_t cap = half ? tv / 2 : tv - 1;
-            size_t bad = 0;
-            /* v: flat (the unit writer), flat with tile_write in chunks of 16, cdp */
-            o.variant = v == 2 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
-            grove__bz_flat_tune(v == 1 ? 2 : 0);
-            cudaMemset(d_xy, 0x7f, (2 * tv + 2) * sizeof(float));
-            total = 0;
-            expect_err(gpu, "capacity",
-                       grove_bezier_tessellate_device(gpu, d_cp, d_deg, n, &o, d_off, d_xy, cap,
-                                                      &total, &st),
-                       GROVE_ERR_LIMIT, "d_xy holds");
-            CHECK(total == tv);
-            cudaMemcpy(h_xy, d_xy, (2 * tv + 2) * sizeof(float), cudaMemcpyDeviceToHost);
-            for (uint64_t i = 0; i < 2 * tv + 2; i++) {
-                const int untouched = ((uint32_t *)h_xy)[i] == 0x7f7f7f7fu;
-                if (i >= 2 * cap || v == 2)
-                    bad += !untouched;
-                else
-                    bad += memcmp(h_xy + i, ref.xy + i, sizeof(float)) != 0;
-            }
-            CHECK_MSG(bad == 0, "capacity %llu variant %d: %zu words wrong",
-                      (unsigned long long)cap, v, bad);
-        }
-    /* flat under a capacity that cuts the output at the edges a writer handles apart (the
-     * first vertex, the first and second pair, around the end of the first tile, the last
-     * two vertices), the output 16-byte aligned, 8-byte aligned (the first vertex in a pair's
-     * second half) and 4-byte aligned (float by float); writer 0 the unit writer, 2 tile_write
-     * in chunks of 16 */
+    /* too small: LIMIT, the total says what is needed; nothing at or past the capacity is
+     * written; flat has written the vertices below it, cdp nothing. The capacities cut the
+     * output where a writer handles an edge apart (the first vertex, the first and second pair,
+     * around the end of the first tile, half, the last two vertices), the output 16-byte
+     * aligned, 8-byte aligned (the first vertex in a pair's second half) and 4-byte aligned
+     * (float by float). v: flat (the unit writer), flat with tile_write in chunks of 16, cdp */
     {
         const uint64_t a0 = ref.offsets[512 < n ? 512 : n]; /* the first tile's vertices */
-        const uint64_t caps[] = {1, 2, 3, a0 - 1, a0, a0 + 1, a0 + 2, tv - 2, tv - 1};
-        o.variant = GROVE_BEZIER_FLAT;
-        for (int wr = 0; wr <= 2; wr += 2)
+        const uint64_t caps[] = {1, 2, 3, a0 - 1, a0, a0 + 1, a0 + 2, tv / 2, tv - 2, tv - 1};
+        for (int v = 0; v < 3 - g_no_cdp; v++)
             for (int shift = 0; shift < 3; shift++)
                 for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
                     const uint64_t cap = caps[c];
                     size_t bad = 0;
-                    grove__bz_flat_tune(wr);
+                    o.variant = v == 2 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
+                    grove__bz_flat_tune(v == 1 ? 2 : 0);
                     cudaMemset(d_xy, 0x7f, (2 * tv + 2) * sizeof(float));
                     total = 0;
-                    expect_err(gpu, "capacity (edges)",
+                    expect_err(gpu, "capacity",
                                grove_bezier_tessellate_device(gpu, d_cp, d_deg, n, &o, d_off,
                                                               d_xy + shift, cap, &total, &st),
                                GROVE_ERR_LIMIT, "d_xy holds");
                     CHECK(total == tv);
                     cudaMemcpy(h_xy, d_xy, (2 * tv + 2) * sizeof(float), cudaMemcpyDeviceToHost);
                     for (uint64_t i = 0; i < 2 * tv + 2; i++) {
-                        if (i < (uint64_t)shift || i >= (uint64_t)shift + 2 * cap)
+                        if (i < (uint64_t)shift || i >= (uint64_t)shift + 2 * cap || v == 2)
                             bad += ((uint32_t *)h_xy)[i] != 0x7f7f7f7fu;
                         else
                             bad += memcmp(h_xy + i, ref.xy + (i - (uint64_t)shift),
                                           sizeof(float)) != 0;
                     }
-                    CHECK_MSG(bad == 0, "capacity %llu writer %d shift %d: %zu words wrong",
-                              (unsigned long long)cap, wr, shift, bad);
+                    CHECK_MSG(bad == 0, "capacity %llu variant %d shift %d: %zu words wrong",
+                              (unsigned long long)cap, v, shift, bad);
                 }
     }
     grove__bz_flat_tune(0);
