@@ -13,13 +13,10 @@
  *   count_scan_<size>      grove_bezier_count_device alone: the single pass (count, look-back
  *                          scan, offsets) without vertices, which cdp runs before its parent
  *                          grids (n = curves; bytes: the curves read, the offsets written);
- *   flat_<size>            grove_bezier_tessellate_device with the flat variant (the unit
- *                          writer);
- *   flat_chunks_<size>     the same with tile_write in chunks of 16 vertices a thread, flat's
- *                          writer before 2026-11-28 (bezier_cuda.h's test hook);
+ *   flat_<size>            grove_bezier_tessellate_device with the flat variant;
  *   cdp_<size>_launches=N  the same with the cdp variant; N = the child grids launched;
  *   flat_tile_<size>       flat with a block a tile instead of persistent blocks (the hook; the
- *                          scheduling before session 8, with the unit writer);
+ *                          scheduling before session 8);
  *   cdp_tile_<size>_launches=N  cdp with group children of a tile a block instead of 4 (the
  *                          hook; the child before session 8).
  * Variant rows: n = vertices written, so items/s = vertices/s; GB/s counts the bytes that must

@@ -15,11 +15,9 @@
 #include "core_cuda.h"
 #include "grove/bezier.h"
 
-/* bezier_cuda.h's hooks: flat's writer (0 the unit writer, 2 tile_write in chunks of 16
- * vertices a thread, the `flat_chunks` rows); the flat kernel's variant (1: a block a tile, the
- * scheduling before persistent blocks); the cdp child's (1: a tile a block, the child before
- * children of 4 tiles) */
-extern "C" void grove__bz_flat_tune(int writer);
+/* bezier_cuda.h's hooks: the flat kernel's variant (1: a block a tile, the scheduling before
+ * persistent blocks); the cdp child's (1: a tile a block, the child before children of 4
+ * tiles) */
 extern "C" void grove__bz_flat_mode(int mode);
 extern "C" void grove__bz_cdp_mode(int mode);
 
@@ -147,19 +145,18 @@ extern "C" grove_status grove__bench_bezier_cuda(grove_ctx *ctx, const grove_cur
             total == tv && !memcmp(h_off, ref->offsets, (n + 1) * sizeof(uint64_t)));
     }
 
-    /* v: 0 flat (the default: the unit writer), 1 flat with tile_write in chunks of 16 vertices
-     * a thread (the hook; flat's writer before 2026-11-28), 2 cdp, 3 flat with a block a tile
-     * (the hook), 4 cdp with children of a tile a block (the hook) */
-    for (int v = 0; v < 5 && *nrows < max_rows; v++) {
+    /* v: 0 flat, 1 cdp, 2 flat with a block a tile (the hook), 3 cdp with children of a tile a
+     * block (the hook) */
+    for (int v = 0; v < 4 && *nrows < max_rows; v++) {
         grove_bezier_opts o;
         grove_bezier_stats bs;
         uint64_t total = 0;
         int checked, w = warmup, r = repeats;
         grove_bezier_default_opts(&o);
-        o.variant = v == 2 || v == 4 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
-        grove__bz_flat_tune(v == 1 ? 2 : 0);
-        grove__bz_flat_mode(v == 3 ? 1 : 0);
-        grove__bz_cdp_mode(v == 4 ? 1 : 0);
+        const int cdp = v & 1;
+        o.variant = cdp ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
+        grove__bz_flat_mode(v == 2 ? 1 : 0);
+        grove__bz_cdp_mode(v == 3 ? 1 : 0);
         auto run = [&]() -> grove_status {
             return grove_bezier_tessellate_device(ctx, d.cp, d.deg, n, &o, d.off, d.xy, tv, &total,
                                                   &bs);
@@ -175,30 +172,24 @@ extern "C" grove_status grove__bench_bezier_cuda(grove_ctx *ctx, const grove_cur
         if (!checked)
             grove__error(ctx, GROVE_ERR_INTERNAL,
                          "bench bezier: %s %s differs from the CPU backend", size_name,
-                         v == 2 || v == 4 ? "cdp" : "flat");
+                         cdp ? "cdp" : "flat");
         if (ms > 200.0) { /* slow calls: the check run was the warm-up */
             w = 0;
             r = repeats < 3 ? repeats : 3;
         }
         GROVE_TRY_END(st, time_ms(d, w, r, run, &ms));
-        grove__bz_flat_tune(0);
         grove__bz_flat_mode(0);
         grove__bz_cdp_mode(0);
-        if (v == 2 || v == 4)
-            snprintf(op, sizeof op, v == 4 ? "cdp_tile_%s_launches=%llu" : "cdp_%s_launches=%llu",
+        if (cdp)
+            snprintf(op, sizeof op, v == 3 ? "cdp_tile_%s_launches=%llu" : "cdp_%s_launches=%llu",
                      size_name, (unsigned long long)bs.child_launches);
         else
-            snprintf(op, sizeof op,
-                     v == 3   ? "flat_tile_%s"
-                     : v == 1 ? "flat_chunks_%s"
-                              : "flat_%s",
-                     size_name);
+            snprintf(op, sizeof op, v == 2 ? "flat_tile_%s" : "flat_%s", size_name);
         grove__bench_add_row(rows, max_rows, nrows, op, "grove", (size_t)tv, ms, bytes, copy_gbps,
                              0.0, checked);
     }
 #undef ETRY
 _end:
-    grove__bz_flat_tune(0);
     grove__bz_flat_mode(0);
     grove__bz_cdp_mode(0);
     free(h_xy);

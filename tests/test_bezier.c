@@ -29,7 +29,7 @@
 /* bezier_cuda.h */
 void grove__bz_cdp_tune(size_t chunk_max, size_t device_cap, size_t group, unsigned big);
 void grove__bz_cdp_plan(size_t *group, unsigned *big);
-void grove__bz_flat_tune(int writer);
+void grove__bz_flat_tune(int k8);
 void grove__bz_flat_mode(int mode);
 void grove__bz_cdp_mode(int mode);
 #endif
@@ -349,13 +349,12 @@ static void run_case(const env *E, const char *what, const grove_curves *in,
         const int cmodes[5] = {0, 0, 0, 1, 1};
         const int nplans = in->n <= 5000 ? 5 : 1;
         /* flat (and auto): the default kernel (persistent blocks, state words zero-copy, the
-         * unit writer), then with tile_write in chunks of 8 vertices a thread; a block a tile;
-         * persistent blocks taking their next tile early; one persistent block taking every
-         * tile in turn (late, early); the state words copied back; tile_write in chunks of 16,
-         * with the default blocks and with one (the hooks' numbers) */
-        enum { NFP = 9 };
-        const int fwriter[NFP] = {0, 1, 0, 0, 0, 0, 0, 2, 2},
-                  fmodes[NFP] = {0, 0, 1, 3, 4, 5, 6, 0, 4};
+         * tile writer in chunks of 16 vertices a thread), then in chunks of 8 (with the default
+         * blocks and with one); a block a tile; persistent blocks taking their next tile early;
+         * one persistent block taking every tile in turn (late, early); the state words copied
+         * back (the hooks' numbers) */
+        enum { NFP = 8 };
+        const int fk8[NFP] = {0, 1, 0, 0, 0, 0, 0, 1}, fmodes[NFP] = {0, 0, 1, 3, 4, 5, 6, 4};
 #else
         enum { NFP = 1 };
         const int nplans = 1;
@@ -376,7 +375,7 @@ static void run_case(const env *E, const char *what, const grove_curves *in,
                     grove__bz_cdp_tune(0, 0, groups[pl], bigs[pl]);
                     grove__bz_cdp_mode(cmodes[pl]);
                 } else {
-                    grove__bz_flat_tune(fwriter[pl]);
+                    grove__bz_flat_tune(fk8[pl]);
                     grove__bz_flat_mode(fmodes[pl]);
                 }
 #endif
@@ -485,8 +484,7 @@ static void test_sizes(const env *E, tu_rng *r)
         opts_curv(&o, 2, 4096, 1000);
         run_case(E, "max_points 4096", &s.c, &o, 1);
         /* at least 3 vertices: the lines' odd counts put later curves at odd positions, so a
-         * curve of 4096 vertices there spans 2049 output pairs (the unit writer's record holds
-         * 12 bits of pairs) */
+         * curve of 4096 vertices there spans 2049 output pairs and starts mid-pair */
         opts_curv(&o, 3, 4096, 1000);
         run_case(E, "3..4096 points", &s.c, &o, 1);
         opts_tol(&o, 4096, 1e-7);
@@ -698,7 +696,8 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
      * output where a writer handles an edge apart (the first vertex, the first and second pair,
      * around the end of the first tile, half, the last two vertices), the output 16-byte
      * aligned, 8-byte aligned (the first vertex in a pair's second half) and 4-byte aligned
-     * (float by float). v: flat (the unit writer), flat with tile_write in chunks of 16, cdp */
+     * (float by float). v: flat (the tile writer in chunks of 16 vertices a thread), flat in
+     * chunks of 8, cdp */
     {
         const uint64_t a0 = ref.offsets[512 < n ? 512 : n]; /* the first tile's vertices */
         const uint64_t caps[] = {1, 2, 3, a0 - 1, a0, a0 + 1, a0 + 2, tv / 2, tv - 2, tv - 1};
@@ -708,7 +707,7 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
                     const uint64_t cap = caps[c];
                     size_t bad = 0;
                     o.variant = v == 2 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
-                    grove__bz_flat_tune(v == 1 ? 2 : 0);
+                    grove__bz_flat_tune(v == 1);
                     cudaMemset(d_xy, 0x7f, (2 * tv + 2) * sizeof(float));
                     total = 0;
                     expect_err(gpu, "capacity",
@@ -730,13 +729,13 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
     }
     grove__bz_flat_tune(0);
     o.variant = GROVE_BEZIER_AUTO;
-    /* exact capacity, aligned (16 and 8 bytes) and unaligned output; v: flat with the unit
-     * writer, with tile_write in chunks of 8 and of 16 vertices a thread (the hook's numbers),
-     * cdp */
-    for (int v = 0; v < 4 - g_no_cdp; v++)
+    /* exact capacity, aligned (16 and 8 bytes) and unaligned output; v: flat with the tile
+     * writer in chunks of 16 and of 8 vertices a thread, cdp with its children in chunks of 16
+     * and of 8 (the hook applies to both) */
+    for (int v = 0; v < 4 - 2 * g_no_cdp; v++)
         for (int shift = 0; shift < 3; shift++) {
-            o.variant = v == 3 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
-            grove__bz_flat_tune(v < 3 ? v : 0);
+            o.variant = v >= 2 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
+            grove__bz_flat_tune(v & 1);
             cudaMemset(d_xy, 0x7f, (2 * tv + 2) * sizeof(float));
             CHECK_OK(gpu, grove_bezier_tessellate_device(gpu, d_cp, d_deg, n, &o, d_off,
                                                          d_xy + shift, tv, &total, &st));
@@ -745,9 +744,9 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
                       "device call variant %d shift %d differs from the CPU", v, shift);
             CHECK(st.variant == o.variant);
         }
-    /* every curve 8 vertices: a tile is exactly one chunk of 4096 vertices (two of 2048) and
-     * a unit a curve; at d_xy + 2 floats the pairs start one vertex early, so a last chunk
-     * holds one vertex (v as above) */
+    /* every curve 8 vertices: a tile is exactly one chunk of 4096 vertices (two of 2048); at
+     * d_xy + 2 floats the pairs start one vertex early, so a last chunk holds one vertex (v as
+     * above) */
     {
         grove_bezier_opts o8;
         grove_polylines ref8;
@@ -758,11 +757,11 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
         CHECK(tv8 == 8 * n);
         h8 = (float *)tu_malloc((2 * tv8 + 4) * sizeof(float));
         CHECK(cudaMalloc((void **)&d8, (2 * tv8 + 4) * sizeof(float)) == cudaSuccess);
-        for (int v = 0; v < 4 - g_no_cdp; v++)
+        for (int v = 0; v < 4 - 2 * g_no_cdp; v++)
             for (int shift = 0; shift < 3; shift++) {
                 size_t bad = 0;
-                o8.variant = v == 3 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
-                grove__bz_flat_tune(v < 3 ? v : 0);
+                o8.variant = v >= 2 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
+                grove__bz_flat_tune(v & 1);
                 cudaMemset(d8, 0x7f, (2 * tv8 + 4) * sizeof(float));
                 CHECK_OK(gpu, grove_bezier_tessellate_device(gpu, d_cp, d_deg, n, &o8, d_off,
                                                              d8 + shift, tv8, &total, &st));

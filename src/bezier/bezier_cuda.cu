@@ -6,12 +6,10 @@
  *
  * flat. Persistent blocks (as many as fit at once) take tiles of kC curves in look-back order;
  * for each, a block counts the curves, publishes the tile's vertex total, looks back for its
- * prefix, writes the tile's offsets and then the tile's vertices with the unit writer below
- * (runs of 16-byte pairs of one curve a lane, through a warp's window in shared memory to
- * coalesced 16-byte stores; bezier_internal.h's tile writer behind a test hook). The control
- * points are read
- * once (staged in shared memory for both the count and the vertices), and the host waits once,
- * after the only kernel. docs/bezier-gpu.md has the floors and the figures.
+ * prefix, writes the tile's offsets and then the tile's vertices with bezier_internal.h's tile
+ * writer (chunks of 16 vertices a thread, a pair of vertices a 16-byte store). The control
+ * points are read once (staged in shared memory for both the count and the vertices), and the
+ * host waits once, after the only kernel. docs/bezier-gpu.md has the floors and the figures.
  */
 #include <cuda_runtime.h>
 
@@ -53,10 +51,9 @@ constexpr size_t kGroupDefault = (size_t)1 << 19;
 constexpr uint32_t kBigDefault = 1024;
 size_t g_chunk_max = 0, g_device_cap = 0, g_group = 0;
 uint32_t g_big = 0;
-/* grove__bz_flat_tune: the flat kernel's writer, 0 the unit writer (the default), 1 and 2
- * tile_write in chunks of 8 and 16 vertices a thread; 1 also makes the cdp children work in
- * chunks of 8 */
-int g_writer = 0;
+/* grove__bz_flat_tune: 1: the tile writer in chunks of 8 vertices a thread instead of 16, in
+ * the flat kernel and in the cdp children (a test hook: both widths stay tested) */
+int g_k8 = 0;
 /* grove__bz_flat_mode: 0 the default, else the one of enum FlatMode */
 int g_flat_mode = 0;
 enum FlatMode {
@@ -78,283 +75,20 @@ unsigned long long *g_cdp_rec = nullptr; /* grove__bz_cdp_probe */
 /* The persistent grid (multiprocessors x resident blocks of bz_fused_persist<aligned, kPer>) per
  * device, asked once: the occupancy query costs host time on every call otherwise. */
 constexpr int kOccDevices = 64;
-std::atomic<int> g_room[kOccDevices][6];
+std::atomic<int> g_room[kOccDevices][4];
 
 /* Calls f(A, P) with A = std::integral_constant<bool, al> and P = std::integral_constant<int,
- * kPer>, kPer 0 for writer 0 (the unit writer), 8 for 1 and 16 for 2 (tile_write's chunks), so
- * that one launch site serves the six instantiations of a single-pass kernel. */
-template <typename F> auto writer_dispatch(bool al, int writer, F &&f)
+ * kPer>, kPer 8 when k8 and 16 otherwise (tile_write's chunks), so that one launch site serves
+ * the four instantiations of a single-pass kernel. */
+template <typename F> auto writer_dispatch(bool al, bool k8, F &&f)
 {
     using T = std::true_type;
     using N = std::false_type;
-    using P0 = std::integral_constant<int, 0>;
     using P8 = std::integral_constant<int, 8>;
     using P16 = std::integral_constant<int, 16>;
-    if (al) return writer == 1 ? f(T(), P8()) : writer == 2 ? f(T(), P16()) : f(T(), P0());
-    return writer == 1 ? f(N(), P8()) : writer == 2 ? f(N(), P16()) : f(N(), P0());
+    if (al) return k8 ? f(T(), P8()) : f(T(), P16());
+    return k8 ? f(N(), P8()) : f(N(), P16());
 }
-
-/* ---- the unit writer (flat's default) ----
- * The output is seen as 16-byte pairs of vertices at 16-byte aligned addresses (pair Q holds
- * the vertices at a = 2Q and 2Q + 1, where a is a vertex's index in the tile plus the tile's
- * parity sh). A curve owns the pairs from the one holding its first vertex to the one holding
- * its last, except a last pair that it shares with the next curve: that pair (its end point,
- * the next curve's P0, two copied control points) belongs to the next curve. A curve's pairs
- * are cut into units of kUP, numbered in curve order. A warp takes windows of 32 consecutive
- * units, a lane a unit: it finds the unit's curve from the curve starts of the window (one
- * reduction over the first units of the next 32 curves), loads the curve's staging and record
- * once, computes its 2 kUP vertices in registers with grove__bz_inner's arithmetic (the
- * copied points of a curve's first unit, the previous curve's end and P0, by selects) and
- * stores them as 16-byte pairs into the warp's window buffer in shared memory; the end point
- * is then written over its slot. The warp copies its window (at most 32 kUP pairs,
- * consecutive) to the output with 16-byte stores. A curve's lookup, loads and parameter step
- * are paid once a unit instead of once a pair, there are no chunk barriers, and lines join the
- * loop (tile_offsets). A warp's windows are consecutive, so it carries the curve from one
- * window to the next; the first is found by a two-level search. Units of vertices instead of
- * pairs (8 scattered 8-byte stores a unit) were tried first: 7.2 shared-memory wavefronts a
- * store where 2 carry the data (ncu, H200, 2026-11-28), and the kernel was bound by them. */
-constexpr int kUP = 4; /* pairs a unit */
-constexpr int kWin = 32 * kUP; /* pairs of a window buffer: 32 units */
-static_assert(GROVE_BEZIER_MAX_POINTS < (1 << 13) && GROVE_BEZIER_MAX_POINTS / 2 + 1 < (1 << 12),
-              "m and a curve's pairs fit the unit writer's record");
-
-/* The single pass's staging with the unit writer: TileSmem's fields that the count and the
- * unit writer use, a record per curve and a window buffer per warp. 43.7 KB with
- * GROVE_BZ_CP_PAD 0: 5 blocks an SM (with the padding, 45.7 KB: 4). */
-struct FlatSmem {
-    static constexpr bool kFlags = false;
-    float4 cp[kCpUnits]; /* as TileSmem's; every curve rewritten by tile_offsets */
-    float4 win[kT / 32][kWin];
-    /* a curve's record: {a of its first vertex, m | pairs << 13 | line << 31, 0, its parameter
-     * step's bits} */
-    uint4 rec[kC];
-    uint32_t off[kC + 1]; /* the unit writer keeps each curve's first unit in off[0..C) once
-                           * the offsets are read (consecutive words: the window's lanes read
-                           * 32 of them at once); off[C] and above still hold vertex offsets,
-                           * so every read of a first unit is guarded by j < C */
-    /* 16-byte aligned: the count's scan reads wt[0] four words at a time, and a load that
-     * began at off[kC] read that word while thread kT - 1 wrote it (racecheck) */
-    alignas(16) uint32_t wt[2][kT / 32];
-    uint8_t deg[kC + 1];
-};
-
-/* Shared-memory stores at address a (as __cvta_generic_to_shared gives it) when p, the
- * predicate the store's own: with C++ stores under an `if`, the compiler gave each store a
- * branch of its own and computed its address again. A pair: */
-__device__ __forceinline__ void st_s4_if(bool p, unsigned a, float x, float y, float z, float w)
-{
-    asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %5, 0;\n\t"
-                 "@q st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n\t}" ::"r"(a),
-                 "f"(x), "f"(y), "f"(z), "f"(w), "r"((int)p)
-                 : "memory");
-}
-/* One vertex: */
-__device__ __forceinline__ void st_s2_if(bool p, unsigned a, float x, float y)
-{
-    asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %3, 0;\n\t"
-                 "@q st.shared.v2.f32 [%0], {%1, %2};\n\t}" ::"r"(a),
-                 "f"(x), "f"(y), "r"((int)p)
-                 : "memory");
-}
-
-/* 16 bytes to global memory when p (st_v4 with the predicate its own: with an `if`, the
- * compiler gave each store a branch and computed the address again). */
-__device__ __forceinline__ void st_v4_if(bool p, float *a, float4 v)
-{
-    asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %5, 0;\n\t"
-                 "@q st.global.v4.f32 [%0], {%1, %2, %3, %4};\n\t}" ::"l"(a),
-                 "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"((int)p)
-                 : "memory");
-}
-
-/* The pairs a curve owns (see above): first vertex at a0, m >= 2 vertices (every rule gives at
- * least 2), last: whether it is the tile's last curve (it then owns its last pair whatever the
- * parity). At least 1, so the curves' first units strictly increase, which the windows' lookup
- * by population count needs (m = 1 at an even a0 would give 0). */
-__device__ __forceinline__ uint32_t unit_pairs(uint32_t a0, uint32_t m, bool last)
-{
-    const uint32_t ae = a0 + m - 1; /* its last vertex */
-    const uint32_t shared_end = (ae & 1u) == 0u && !last;
-    return (ae >> 1) - shared_end - (a0 >> 1) + 1u;
-}
-
-/* Writes the vertices of the staged tile with the units above (s.off[0..C] filled, a barrier
- * since): global vertex index vbase + relative offset; none at or past cap. kAligned: xy is
- * 8-byte aligned, and the windows are copied out in 16-byte pairs (else float by float, sh 0).
- * All threads call it. */
-template <bool kAligned>
-__device__ __forceinline__ void unit_write(FlatSmem &s, int C, u64 vbase, u64 cap,
-                                           float *__restrict__ xy)
-{
-    const unsigned t = threadIdx.x, lane = t & 31u, w = t >> 5;
-    const int A = (int)s.off[C];
-    const int lim = cap <= vbase ? 0 : (cap - vbase < (u64)A ? (int)(cap - vbase) : A);
-    if (lim == 0) return; /* the same for the whole block */
-    float *const xt = xy + 2 * vbase;
-    /* a = vertex + sh: pair Q (a = 2Q, 2Q + 1) is 16-byte aligned in the output */
-    const int sh = kAligned ? (int)(((uintptr_t)xt >> 3) & 1u) : 0;
-    int nu = 0; /* the tile's units */
-    {
-        /* a thread's two curves: their units, numbered by a block-wide scan */
-        static_assert(kCPT == 2, "a thread's curves are read as a pair");
-        const int j0 = 2 * (int)t;
-        const uint2 o01 = *reinterpret_cast<const uint2 *>(&s.off[j0]);
-        const uint32_t m0 = o01.y - o01.x, m1 = s.off[j0 + 2] - o01.y;
-        const uint32_t a0 = o01.x + (uint32_t)sh, a1 = o01.y + (uint32_t)sh;
-        const uint32_t p0 = j0 < C ? unit_pairs(a0, m0, j0 == C - 1) : 0u;
-        const uint32_t p1 = j0 + 1 < C ? unit_pairs(a1, m1, j0 + 1 == C - 1) : 0u;
-        const int n0 = (int)((p0 + kUP - 1) / kUP), n1 = (int)((p1 + kUP - 1) / kUP);
-        const int x =
-            grove_lb::warp_scan_incl<grove_lb::Sum<int>, false, false>(n0 + n1, 0u, (int)lane);
-        if (lane == 31) s.wt[0][w] = (uint32_t)x;
-        /* (the staging was rewritten by tile_offsets in fused_tile, around the look-back) */
-        __syncthreads(); /* s.wt written; s.off read by every thread */
-        int pre = x - n0 - n1;
-        for (unsigned i = 0; i < kT / 32; i++) {
-            const int v = (int)s.wt[0][i];
-            if (i < w) pre += v;
-            nu += v;
-        }
-        const uint32_t l0 = grove__bz_degree(s.deg[j0]) == 1 ? 0x80000000u : 0u;
-        const uint32_t l1 = grove__bz_degree(s.deg[j0 + 1]) == 1 ? 0x80000000u : 0u;
-        if (j0 < C) {
-            s.rec[j0] = make_uint4(a0, m0 | p0 << 13 | l0, 0u, __float_as_uint(grove__bz_step(m0)));
-            s.off[j0] = (uint32_t)pre;
-        }
-        if (j0 + 1 < C) {
-            s.rec[j0 + 1] =
-                make_uint4(a1, m1 | p1 << 13 | l1, 0u, __float_as_uint(grove__bz_step(m1)));
-            s.off[j0 + 1] = (uint32_t)(pre + n0);
-        }
-        __syncthreads();
-    }
-    /* the warp's windows: a share of ceil(nu / 32), consecutive */
-    constexpr int kW = kT / 32;
-    const int nw = (nu + 31) / 32;
-    const int wb = (int)w * nw / kW, we = ((int)w + 1) * nw / kW;
-    if (wb >= we) return;
-    int prev = -1; /* the curve of the unit before the window */
-    if (wb > 0) {
-        /* the last curve whose first unit is <= 32 wb - 1: a ballot over curves 16 l + l / 2
-         * (the offset puts every lane's word in a bank of its own), then over the 32 from the
-         * one found */
-        const int target = 32 * wb - 1;
-        int i = 16 * (int)lane + (int)(lane >> 1);
-        unsigned bal = __ballot_sync(0xffffffffu, i < C && (int)s.off[i] <= target);
-        const int h = 31 - __clz((int)bal);
-        const int base = 16 * h + (h >> 1);
-        i = base + (int)lane;
-        bal = __ballot_sync(0xffffffffu, i < C && (int)s.off[i] <= target);
-        prev = base + 31 - __clz((int)bal);
-    }
-    const unsigned wa = (unsigned)__cvta_generic_to_shared(&s.win[w][0]);
-    const float4 *const wp = s.win[w];
-    const int alim = lim + sh; /* a of the first vertex not written */
-    for (int wi = wb; wi < we; wi++) {
-        const int u0 = 32 * wi, ut = u0 + (int)lane; /* the lane's unit in the tile */
-        /* the curves that start in the window are among the next 32 */
-        const int jj = prev + 1 + (int)lane;
-        const uint32_t sl = (uint32_t)((jj < C ? (int)s.off[jj] : nu) - u0);
-        const uint32_t starts = __reduce_or_sync(0xffffffffu, sl < 32u ? 1u << sl : 0u);
-        int j = prev + __popc(starts & (0xffffffffu >> (31u - lane)));
-        prev += __popc(starts);
-        const bool valid = ut < nu;
-        j = j < C ? j : C - 1; /* lanes past the tile's last unit: any curve, nothing kept */
-        const uint4 R = s.rec[j];
-        const int m = (int)(R.y & 0x1fffu), np = (int)((R.y >> 13) & 0xfffu);
-        const int uc = ut - (int)s.off[j];     /* the unit's number in its curve */
-        const int par = (int)(R.x & 1u);      /* the curve starts in a pair's second half */
-        const int i0 = 2 * kUP * uc - par;    /* the vertex of the unit's first slot (-1: the
-                                               * previous curve's end) */
-        const int q0 = (int)(R.x >> 1) + kUP * uc; /* the unit's first pair */
-        const int left = np - kUP * uc;
-        const int cnt = valid ? (left < kUP ? left : kUP) : 0; /* its pairs */
-        const float r = __uint_as_float(R.w);
-        const bool line = (int)R.y < 0;
-        const int ua = cp_unit(j);
-        const float4 a = s.cp[ua], b = s.cp[ua + 1];
-        const float e3x = __fsub_rn(b.z, a.x), e3y = __fsub_rn(b.w, a.y);
-        const int qs = __shfl_sync(0xffffffffu, q0, 0); /* the window's first pair */
-        /* the unit's first pair in the buffer */
-        const unsigned dv = wa + 16u * (unsigned)(q0 - qs);
-        const float fi = (float)i0;
-        const bool first = uc == 0; /* the curve's first unit */
-        const float2 pe = /* the end point of the curve before (curve 0: its own, unused) */
-            *reinterpret_cast<const float2 *>(&s.cp[cp_unit(j > 0 ? j - 1 : 0) + 1].z);
-        /* the unit's pairs; kLine: the warp has a line, whose e3 weight is u, not u^3 */
-        auto pairs = [&](auto kLine) {
-            /* a lane stores its unit's pairs only: storing the unused ones too, before the
-             * later units' lanes store theirs, saves a predicate a pair but orders the lanes
-             * of a warp, which only __syncwarp does (racecheck) */
-#pragma unroll
-            for (int c = 0; c < kUP; c++) {
-                float2 p[2];
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    /* grove__bz_inner: u = i r, the weights, three fused multiply-adds a
-                     * coordinate (|i0| + 2 kUP < 2^24: the float sum is exact) */
-                    const int k = 2 * c + h;
-                    const float pu = __fmul_rn(k == 0 ? fi : __fadd_rn(fi, (float)k), r);
-                    const float v = __fsub_rn(1.0f, pu);
-                    const float vv = __fmul_rn(v, v), u2 = __fmul_rn(pu, pu);
-                    const float b1 = __fmul_rn(3.0f, __fmul_rn(vv, pu));
-                    const float b2 = __fmul_rn(3.0f, __fmul_rn(v, u2));
-                    const float b3 = decltype(kLine)::value && line ? pu : __fmul_rn(u2, pu);
-                    p[h].x = __fmaf_rn(b3, e3x, __fmaf_rn(b2, b.x, __fmaf_rn(b1, a.z, a.x)));
-                    p[h].y = __fmaf_rn(b3, e3y, __fmaf_rn(b2, b.y, __fmaf_rn(b1, a.w, a.y)));
-                }
-                if (c == 0) {
-                    /* a curve's first unit: slot 0 is P0 or (par) the previous curve's end
-                     * (junk for the tile's first curve: the tile before's vertex, never
-                     * written), slot 1 is P0 when par */
-                    if (first) p[0] = par ? pe : make_float2(a.x, a.y);
-                    if (first && par) p[1] = make_float2(a.x, a.y);
-                }
-                st_s4_if(c < cnt, dv + 16u * (unsigned)c, p[0].x, p[0].y, p[1].x, p[1].y);
-            }
-        };
-        if (__any_sync(0xffffffffu, line))
-            pairs(std::true_type());
-        else
-            pairs(std::false_type());
-        /* the end point over its cubic value when the unit holds it (the same lane: in
-         * order; a select on every slot would cost more) */
-        /* the slot of the end point: >= 0, since a unit's first slot is at most the curve's
-         * last vertex (i0 <= m - 1) */
-        const int se = m - 1 - i0;
-        st_s2_if(cnt > 0 && se < 2 * cnt, dv + 8u * (unsigned)se, b.z, b.w);
-        __syncwarp();
-        const int qe = (int)__reduce_max_sync(0xffffffffu, (unsigned)(valid ? q0 + cnt : 0));
-        if (kAligned) {
-            /* pairs [lo, hi) are whole and written: 16-byte copies; the tile's first pair
-             * (when sh = 1: its first half is the tile before's) and its last (when it holds
-             * one vertex below lim) are written a vertex at a time */
-            const int lo = qs > sh ? qs : sh, hi = qe < (alim >> 1) ? qe : (alim >> 1);
-            float *const dst = xt + 4 * (ptrdiff_t)(qs + (int)lane) - 2 * sh;
-            const float4 *const src = wp + lane;
-#pragma unroll
-            for (int k = 0; k < kUP; k++) {
-                const int q = qs + (int)lane + 32 * k;
-                st_v4_if(q >= lo && q < hi, dst + 128 * k, src[32 * k]);
-            }
-            if (lane == 0 && sh == 1 && qs == 0 && alim > 1) st_v2(xt, wp[0].z, wp[0].w);
-            if (lane == 1 && (alim & 1) && (alim >> 1) >= qs && (alim >> 1) < qe) {
-                const float4 tail = wp[(alim >> 1) - qs];
-                st_v2(xt + 4 * (ptrdiff_t)(alim >> 1) - 2 * sh, tail.x, tail.y);
-            }
-        } else {
-            /* float by float: vertices [2 qs, min(2 qe, lim)) (sh = 0) */
-            const int ve = 2 * qe < lim ? 2 * qe : lim;
-            const float *const wf = reinterpret_cast<const float *>(wp);
-            for (int f = (int)lane; f < 2 * (ve - 2 * qs); f += 32)
-                xt[4 * (ptrdiff_t)qs + f] = wf[f];
-        }
-        __syncwarp(); /* the buffer is read before the next window writes it */
-    }
-}
-
-/* The single pass's staging: the unit writer's (kPer 0) or tile_write's (chunks of kPer). */
-template <int kPer> using FlatStage = std::conditional_t<kPer == 0, FlatSmem, TileSmem>;
 
 /* Shared memory of the single pass besides the tile's staging. */
 struct FusedSmem {
@@ -372,7 +106,7 @@ struct FusedSmem {
  * that they arrive while this tile is written. */
 template <bool kAligned, int kPer>
 __device__ __forceinline__ void
-fused_tile(FlatStage<kPer> &s, FusedSmem &f, int id, int nb, bool next,
+fused_tile(TileSmem &s, FusedSmem &f, int id, int nb, bool next,
            const float *__restrict__ cp, const uint8_t *__restrict__ deg, u64 n, u64 ntiles,
            const grove__bz_rule &r, u64 *__restrict__ off, float *__restrict__ xy, u64 cap,
            uint32_t *counter, grove_lb::TileState<u64> ts, u64 *__restrict__ st)
@@ -424,11 +158,6 @@ fused_tile(FlatStage<kPer> &s, FusedSmem &f, int id, int nb, bool next,
     s.off[t] = pre0;
     s.off[t + kT] = agg0 + pre1;
     if (t == kT - 1) s.off[kC] = agg;
-    /* the unit writer's rewrite of the staging (the count has read it) needs no prefix: warps
-     * 1.. do theirs while warp 0 looks back, warp 0 after; none for count-only calls (cap 0, a
-     * kernel argument: the same for every thread), where it cost 12% of the pass */
-    if constexpr (kPer == 0)
-        if (w != 0 && cap != 0) tile_offsets(s, C, 0xffffffffu);
     if (w == 0) {
         u64 prefix = 0;
         if (id == 0) {
@@ -462,8 +191,6 @@ fused_tile(FlatStage<kPer> &s, FusedSmem &f, int id, int nb, bool next,
                     asm volatile("prefetch.global.L2 [%0];" ::"l"(deg + nc0 + 128 * lane));
             }
         }
-        if constexpr (kPer == 0)
-            if (cap != 0) tile_offsets(s, C, 0xffffffffu);
     }
     __syncthreads();
     const u64 vbase = f.prefix;
@@ -472,10 +199,7 @@ fused_tile(FlatStage<kPer> &s, FusedSmem &f, int id, int nb, bool next,
         off[n] = vbase + agg;
         st[S_TOTAL] = vbase + agg;
     }
-    if constexpr (kPer == 0)
-        unit_write<kAligned>(s, C, vbase, cap, xy);
-    else
-        tile_write<kAligned, kPer>(s, C, vbase, cap, 0xffffffffu, xy);
+    tile_write<kAligned, kPer>(s, C, vbase, cap, 0xffffffffu, xy);
 }
 
 /* The single pass, a block a tile: a block takes the next tile id (so tile i only ever waits for
@@ -486,7 +210,7 @@ __global__ void __launch_bounds__(kT, 5)
              u64 *__restrict__ off, float *__restrict__ xy, u64 cap, uint32_t *counter,
              grove_lb::TileState<u64> ts, u64 *__restrict__ st)
 {
-    __shared__ FlatStage<kPer> s;
+    __shared__ TileSmem s;
     __shared__ FusedSmem f;
     if (threadIdx.x == 0) f.id[0] = (int)atomicAdd(counter, 1u);
     __syncthreads();
@@ -507,7 +231,7 @@ __global__ void __launch_bounds__(kT, 5)
                      uint32_t *counter, grove_lb::TileState<u64> ts, u64 *__restrict__ st,
                      int early, u64 *hs_map)
 {
-    __shared__ FlatStage<kPer> s;
+    __shared__ TileSmem s;
     __shared__ FusedSmem f;
     const u64 ntiles = (n + kC - 1) / kC;
     if (threadIdx.x == 0) f.id[0] = (int)atomicAdd(counter, 1u);
@@ -577,9 +301,9 @@ grove_status persist_room(grove_ctx *ctx, std::atomic<int> *slot, const void *fn
     *room = slot ? slot->load(std::memory_order_relaxed) : 0;
     if (*room > 0) return GROVE_OK;
     int sms = 0, per = 0;
-    /* the unit writer's 43.7 KB x 5 blocks need the largest shared-memory carveout; it is
-     * asked for every persistent single-pass kernel, tile_write's (flat_chunks) included,
-     * since 2026-11-28 (the block-a-tile hook's kernels keep the driver's choice) */
+    /* the largest shared-memory carveout, asked for every persistent single-pass kernel since
+     * 2026-11-28 (the figures of that date and after were measured with it; the block-a-tile
+     * hook's kernels keep the driver's choice) */
     GROVE_CUDA_TRY(ctx,
                    cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout,
                                         cudaSharedmemCarveoutMaxShared),
@@ -620,7 +344,7 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
         grove_status st = GROVE_OK;
         if (mode == FLAT_BLOCK_A_TILE) {
             const unsigned g = (unsigned)ntiles;
-            st = writer_dispatch(al, g_writer, [&](auto A, auto P) -> grove_status {
+            st = writer_dispatch(al, g_k8 != 0, [&](auto A, auto P) -> grove_status {
                 bz_fused<decltype(A)::value, decltype(P)::value>
                     <<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter, ts, S.st);
                 return GROVE_OK;
@@ -643,11 +367,11 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
                     cudaGetLastError(); /* not mapped: the state words are copied instead */
             }
             mapped = hs_map != nullptr;
-            st = writer_dispatch(al, g_writer, [&](auto A, auto P) -> grove_status {
+            st = writer_dispatch(al, g_k8 != 0, [&](auto A, auto P) -> grove_status {
                 constexpr bool kA = decltype(A)::value;
                 constexpr int kPer = decltype(P)::value;
                 auto *fn = bz_fused_persist<kA, kPer>;
-                const int which = (kA ? 3 : 0) + (kPer == 0 ? 0 : kPer == 8 ? 1 : 2);
+                const int which = (kA ? 2 : 0) + (kPer == 8 ? 1 : 0);
                 int room = 0;
                 GROVE_TRY(persist_room(ctx, cache ? &g_room[ctx->device][which] : nullptr,
                                        (const void *)fn, &room));
@@ -756,7 +480,7 @@ grove_status write_cdp(Scratch &S, const float *d_cp, const uint8_t *d_deg, size
          * children, so at most one chunk's child launches are ever pending. */
         cudaError_t e =
             grove__bz_cdp_launch(d_cp, d_deg, reinterpret_cast<const uint64_t *>(d_off), c, cnt,
-                                 p.group, p.big, g_writer == 1, mode, d_xy, S.st, g_cdp_rec, S.s);
+                                 p.group, p.big, g_k8, mode, d_xy, S.st, g_cdp_rec, S.s);
         if (e != cudaSuccess)
             return grove__cuda_status(ctx, (int)e, "bezier (cdp): launching the parent kernel");
         *groups += (cnt + p.group - 1) / p.group;
@@ -865,7 +589,7 @@ extern "C" void grove__bz_cdp_tune(size_t chunk_max, size_t device_cap, size_t g
     g_big = big;
 }
 
-extern "C" void grove__bz_flat_tune(int writer) { g_writer = writer; }
+extern "C" void grove__bz_flat_tune(int k8) { g_k8 = k8; }
 
 extern "C" void grove__bz_flat_mode(int mode) { g_flat_mode = mode; }
 

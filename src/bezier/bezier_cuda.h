@@ -37,11 +37,9 @@ grove_status grove__bz_tessellate_device_cuda(grove_ctx *ctx, const float *d_cp,
 void grove__bz_cdp_tune(size_t chunk_max, size_t device_cap, size_t group, unsigned big);
 void grove__bz_cdp_plan(size_t *group, unsigned *big);
 
-/* Test and bench hook for the writers: 0 (the default) flat writes with the unit writer; 1 and
- * 2 make it use tile_write (the cdp children's writer, flat's before 2026-11-28) in chunks of 8
- * and 16 vertices a thread; 1 also makes the cdp children work in chunks of 8 instead of 16.
- * Not thread-safe. */
-void grove__bz_flat_tune(int writer);
+/* Test hook for the tile writer (flat's and the cdp children's): k8 != 0 makes both write in
+ * chunks of 8 vertices a thread instead of 16 (the default). Not thread-safe. */
+void grove__bz_flat_tune(int k8);
 
 /* Test and bench hooks selecting a kernel variant (0: the default). flat: 1 a block a tile (the
  * scheduling before session 8), 2 persistent blocks (the default), 3 persistent blocks taking

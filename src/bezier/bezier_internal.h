@@ -338,8 +338,8 @@ grove_status grove__bz_tessellate_cpu(grove_ctx *ctx, const grove_curves *in,
 #endif
 
 #ifdef __CUDACC__
-/* ---- the tile writer of the CUDA backend (bezier_cdp.cu's group children; bezier_cuda.cu's
- * flat kernel behind the test hook grove__bz_flat_tune, its writer until 2026-11-28) ----
+/* ---- the tile writer of the CUDA backend (bezier_cuda.cu's flat kernel and bezier_cdp.cu's
+ * group children) ----
  * A tile is kC consecutive curves, handled by one block of kT threads: their control points and
  * degrees are staged in shared memory, their offsets relative to the tile's first vertex (32-bit:
  * a tile has at most kC * GROVE_BEZIER_MAX_POINTS = 2^21 vertices) are in s.off[0..C], and the
@@ -393,7 +393,6 @@ enum { S_CAPPED = 0, S_FAILED, S_ERR, S_LAUNCHES, S_BIG, S_TOTAL, S_COUNT };
 
 /* One tile's staging. */
 struct TileSmem {
-    static constexpr bool kFlags = true; /* tile_stage clears flag[0] */
     float4 cp[kCpUnits]; /* curve j at cp_unit(j), cp_unit(j) + 1; tile_write replaces the
                           * points of the curves its loop writes by their cubic form's offsets
                           * (P0, e1, e2, the end point), in place */
@@ -420,10 +419,9 @@ template <bool kNamed> __device__ __forceinline__ void tile_sync()
         __syncthreads();
 }
 
-/* Stages curves [c0, c0 + C) (C <= kC) into s.cp and s.deg (S: TileSmem, or the flat kernel's
- * layout, which has no chunk flags to clear). The tile group synchronizes before reading. */
-template <typename S>
-__device__ __forceinline__ void tile_stage(S &s, const float *__restrict__ cp,
+/* Stages curves [c0, c0 + C) (C <= kC) into s.cp and s.deg and clears the first chunk's flags.
+ * The tile group synchronizes before reading. */
+__device__ __forceinline__ void tile_stage(TileSmem &s, const float *__restrict__ cp,
                                            const uint8_t *__restrict__ deg, u64 c0, int C)
 {
     const int t = (int)tile_tid();
@@ -452,8 +450,7 @@ __device__ __forceinline__ void tile_stage(S &s, const float *__restrict__ cp,
             scp[4 * cp_unit(e >> 3) + (e & 7)] = __ldg(cp + 8 * c0 + e);
         for (int j = t; j < C; j += kT) s.deg[j] = __ldg(deg + c0 + j);
     }
-    if constexpr (S::kFlags)
-        if (t < (int)(kVMax / 32)) s.flag[0][t] = 0;
+    if (t < (int)(kVMax / 32)) s.flag[0][t] = 0;
     if (inflight) asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
@@ -539,7 +536,7 @@ __device__ __forceinline__ void st_v2(float *p, float x, float y)
  * wavefronts where 4 carry the data (ncu, H200, 2026-11-28). The tile group synchronizes after
  * the call, before the loop reads the staging. Units of curves at or past C are read (junk)
  * and left alone; P0 stays where it was, so a skipped curve's first point is read as any. */
-template <typename S> __device__ __forceinline__ void tile_offsets(S &s, int C, uint32_t big)
+__device__ __forceinline__ void tile_offsets(TileSmem &s, int C, uint32_t big)
 {
     const int t = (int)tile_tid();
 #pragma unroll
@@ -554,8 +551,7 @@ template <typename S> __device__ __forceinline__ void tile_offsets(S &s, int C, 
         other.z = __shfl_xor_sync(0xffffffffu, mine.z, 1);
         other.w = __shfl_xor_sync(0xffffffffu, mine.w, 1);
         const int d = grove__bz_degree(s.deg[j]);
-        /* big = ~0u: every curve, and s.off is not read (the unit writer calls this before
-         * the barrier that follows the offsets' writes) */
+        /* big = ~0u: every curve (s.off is not read) */
         if (j < C && (big == 0xffffffffu || s.off[j + 1] - s.off[j] < big)) {
             const float4 lo = h ? other : mine, hi = h ? mine : other;
             const float c[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
