@@ -20,9 +20,9 @@
 
 #include "bezier_cuda.h"
 #include "core_cuda.h"
-/* 4 x 32 predecessors a look-back round trip: the tiles of a wave of blocks start together and
- * find an inclusive predecessor hundreds of tiles back at first. Speed only. */
-#define GROVE_LB_W 4
+/* The look-back inspects 32 predecessors a round trip (prim's default width): wider windows
+ * were slower in a same-run A/B on the H200 (2026-11-28, flat at 10^7 curves: 1 x 32 0.613-0.618
+ * ms, 2 x 32 0.619-0.625, 4 x 32 0.625-0.634, 8 x 32 0.660-0.675, 16 x 32 0.755-0.769). */
 #include "../prim/lookback_cuda.cuh"
 
 /* ---- the launcher in bezier_cdp.cu ---- */
