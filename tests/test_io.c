@@ -5,7 +5,11 @@
  * (grove_points_read) and the double one (grove_points64_read) unless the case is about one
  * precision's range. The double reader's values are checked against strtod in the C locale.
  *
- * Usage: test_io [--large N]   (N points for the large round trips, default 2000000)
+ * Usage: test_io [--large N] [--floats-stride S [--floats-offset O]]
+ *   --large N          points for the large round trips (default 2000000)
+ *   --floats-stride S  the float formatter is compared with printf on every S-th 32-bit pattern
+ *                      (default 4099; 1 checks all 2^32, about half an hour on one core),
+ *                      starting at O (default 0; so that several processes can share the work)
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -23,6 +27,9 @@
 #include "tu_files.h"
 
 static grove_ctx *ctx;
+
+/* io_internal.h: the text writers' float formatting (%.9g, '.' as the decimal point). */
+size_t grove__format_float(char *dst, float v);
 
 /* ---- files ---- */
 
@@ -301,6 +308,69 @@ static void test_text_extremes(void)
     expect_points("ext.csv", AUTO, 2, 2, want, n / 2, __LINE__);
     CHECK(want[0] == 1e30f && want[2] == 1e-30f && want[5] == -FLT_MAX && want[10] == 0.0f);
     CHECK(want[6] == FLT_MAX); /* rounds down to FLT_MAX, so accepted */
+}
+
+/* The writers' float formatting gives printf's %.9g bytes (in the C locale) for every value
+ * checked, and reads back as the same float: special values, every power of ten with its
+ * neighbours, the ends of %g's fixed range, integers, and every stride-th 32-bit pattern. */
+static int format_matches(float v, uint64_t *bad)
+{
+    char got[48], want[48];
+    const size_t n = grove__format_float(got, v);
+    if (isnan(v))
+        strcpy(want, "nan");
+    else
+        snprintf(want, sizeof want, "%.9g", (double)v);
+    if (n == strlen(got) && strcmp(got, want) == 0) return 1;
+    if (++*bad <= 5)
+        CHECK_MSG(0, "format_float(%a) gave \"%s\" (%zu bytes), printf \"%s\"", (double)v, got,
+                  n, want);
+    return 0;
+}
+
+static void test_format_float(uint64_t stride, uint64_t offset)
+{
+    uint64_t bad = 0, checked = 0;
+    static const float special[] = {0.0f, -0.0f, 1.0f, -1.0f, 0.1f, 0.5f, 1e-4f, 9.99999975e-5f,
+                                    1e-5f, 99999999.0f, 1e8f, 999999999.0f, 1e9f, 4294967296.0f,
+                                    FLT_MIN, -FLT_MIN, FLT_TRUE_MIN, FLT_MAX, -FLT_MAX,
+                                    16777216.0f, 16777217.0f, 3.14159274f, 123456792.0f};
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++)
+        checked++, format_matches(special[i], &bad);
+    checked += 3;
+    format_matches(INFINITY, &bad);
+    format_matches(-INFINITY, &bad);
+    format_matches(NAN, &bad);
+    for (int e = -45; e <= 38; e++) {
+        char lit[16];
+        float p;
+        snprintf(lit, sizeof lit, "1e%d", e);
+        p = strtof(lit, NULL);
+        for (int k = -3; k <= 3; k++) {
+            float q = p;
+            for (int j = 0; j < (k < 0 ? -k : k); j++) q = nextafterf(q, k < 0 ? 0.0f : FLT_MAX);
+            checked += 2;
+            format_matches(q, &bad);
+            format_matches(-q, &bad);
+            checked++, format_matches(q * 5.0f, &bad); /* x.5 ties at 9 digits and beyond */
+        }
+    }
+    for (int i = 0; i <= 200000; i++) checked++, format_matches((float)i * 0.5f, &bad);
+    for (uint64_t b = offset; b < ((uint64_t)1 << 32); b += stride) {
+        const uint32_t u = (uint32_t)b;
+        float v;
+        memcpy(&v, &u, sizeof v);
+        checked++;
+        if (format_matches(v, &bad) && isfinite(v)) {
+            char t[48];
+            grove__format_float(t, v);
+            const float r = strtof(t, NULL);
+            if (memcmp(&r, &v, sizeof r) != 0 && ++bad <= 5)
+                CHECK_MSG(0, "format_float(%a) = %s reads back as %a", (double)v, t, (double)r);
+        }
+    }
+    CHECK_MSG(bad == 0, "format_float: %llu of %llu values differ from printf",
+              (unsigned long long)bad, (unsigned long long)checked);
 }
 
 /* Numbers are read and written the same way in a locale whose decimal point is ','. */
@@ -1474,13 +1544,19 @@ static void test_large(size_t n)
 int main(int argc, char **argv)
 {
     size_t large = 2000000;
+    uint64_t fstride = 4099, foffset = 0;
     const char *tmp = getenv("TMPDIR");
     grove_ctx_opts o;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--large") == 0 && i + 1 < argc)
             large = (size_t)strtoull(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--floats-stride") == 0 && i + 1 < argc)
+            fstride = strtoull(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--floats-offset") == 0 && i + 1 < argc)
+            foffset = strtoull(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: test_io [--large N]\n");
+            fprintf(stderr,
+                    "usage: test_io [--large N] [--floats-stride S [--floats-offset O]]\n");
             return 2;
         }
     }
@@ -1495,6 +1571,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "test_io: cannot create a context\n");
         return 2;
     }
+    if (fstride == 0) {
+        fprintf(stderr, "test_io: --floats-stride must be at least 1\n");
+        return 2;
+    }
+    test_format_float(fstride, foffset);
     test_text_ok();
     test_text_extremes();
     test_text_errors();

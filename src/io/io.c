@@ -488,13 +488,94 @@ static void wb_put(wbuf *w, const void *p, size_t n)
     w->n += n;
 }
 
+/* 10^q for q in [-31, 54], each the double nearest to it (the compiler rounds the literals). */
+static const double k_pow10[] = {
+    1e-31, 1e-30, 1e-29, 1e-28, 1e-27, 1e-26, 1e-25, 1e-24, 1e-23, 1e-22, 1e-21, 1e-20, 1e-19,
+    1e-18, 1e-17, 1e-16, 1e-15, 1e-14, 1e-13, 1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5,
+    1e-4, 1e-3, 1e-2, 1e-1, 1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12,
+    1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22, 1e23, 1e24, 1e25, 1e26, 1e27,
+    1e28, 1e29, 1e30, 1e31, 1e32, 1e33, 1e34, 1e35, 1e36, 1e37, 1e38, 1e39, 1e40, 1e41, 1e42,
+    1e43, 1e44, 1e45, 1e46, 1e47, 1e48, 1e49, 1e50, 1e51, 1e52, 1e53, 1e54
+};
+#define POW10(q) k_pow10[(q) + 31]
+
+/* %.9g of a finite float without printf (which took ~20 s of a 30 s CSV write of 1.8 x 10^7
+ * vertices), or 0 when the rounding to 9 digits is too close to call and printf must decide.
+ * The value is exact as a double; s = |v| 10^(8 - k) is computed with two roundings (the power
+ * and the product, relative error < 2.3 x 10^-16), so for s in [10^8, 10^9) it is within
+ * 2.3 x 10^-7 of the exact scaled value: when its fraction is more than 10^-6 from one half,
+ * the nearest integer N is the correctly rounded 9-digit mantissa that printf gives. Near the
+ * ends of [10^8, 10^9) either choice of k gives the same digits (a carry to 10^9 becomes 10^8
+ * at k + 1). Then the %g layout: exponent form when k < -4 or k >= 9, trailing zeros dropped. */
+static size_t format_float_fast(char *dst, float v)
+{
+    char *p = dst, d[9];
+    const double a = fabs((double)v);
+    uint64_t bits;
+    if (signbit(v)) *p++ = '-';
+    if (a == 0.0) {
+        *p++ = '0';
+        *p = '\0';
+        return (size_t)(p - dst);
+    }
+    memcpy(&bits, &a, sizeof bits);
+    /* a in [2^e, 2^(e+1)): floor(log10 a) is k or k + 1 (doubles have no subnormal floats) */
+    const int e = (int)((bits >> 52) & 0x7ff) - 1023;
+    int k = (int)floor(e * 0.30102999566398120);
+    double s = a * POW10(8 - k);
+    if (s >= 1e9) s = a * POW10(8 - ++k);
+    if (s < 1e8) s = a * POW10(8 - --k);
+    const double fl = floor(s), fr = s - fl;
+    if (!(s >= 1e8 && s < 1e9) || fabs(fr - 0.5) < 1e-6) return 0;
+    uint32_t n = (uint32_t)fl + (fr > 0.5);
+    if (n == 1000000000u) n = 100000000u, k++;
+    for (int i = 8; i >= 0; i--, n /= 10) d[i] = (char)('0' + n % 10);
+    int nd = 9;
+    while (nd > 1 && d[nd - 1] == '0') nd--;
+    if (k < -4 || k >= 9) {
+        *p++ = d[0];
+        if (nd > 1) {
+            *p++ = '.';
+            for (int i = 1; i < nd; i++) *p++ = d[i];
+        }
+        const int x = k < 0 ? -k : k;
+        *p++ = 'e';
+        *p++ = k < 0 ? '-' : '+';
+        if (x >= 10) *p++ = (char)('0' + x / 10);
+        else *p++ = '0';
+        *p++ = (char)('0' + x % 10);
+    } else if (k >= 0) {
+        for (int i = 0; i <= k; i++) *p++ = d[i];
+        if (nd > k + 1) {
+            *p++ = '.';
+            for (int i = k + 1; i < nd; i++) *p++ = d[i];
+        }
+    } else {
+        *p++ = '0';
+        *p++ = '.';
+        for (int i = 0; i < -k - 1; i++) *p++ = '0';
+        for (int i = 0; i < nd; i++) *p++ = d[i];
+    }
+    *p = '\0';
+    return (size_t)(p - dst);
+}
+
 /* %.9g (enough digits for any float to read back exactly) with '.' as the decimal point
- * whatever the locale: any run of bytes printf wrote that is not part of a C-locale number is
- * the locale's decimal point. */
+ * whatever the locale; "nan", "inf" and "-inf" for the values that are not finite (which the
+ * writers reject before they write). The fast path above gives printf's bytes for nearly every
+ * finite value; otherwise (rounding too close to call) printf does it, and any run of bytes
+ * it wrote that is not part of a C-locale number is the locale's decimal point. */
 size_t grove__format_float(char *dst, float v)
 {
     char t[48];
     size_t k = 0;
+    if (!isfinite(v)) {
+        const char *w = isnan(v) ? "nan" : v < 0 ? "-inf" : "inf";
+        k = strlen(w);
+        memcpy(dst, w, k + 1);
+        return k;
+    }
+    if ((k = format_float_fast(dst, v)) != 0) return k;
     int len = snprintf(t, sizeof t, "%.9g", (double)v);
     /* whatever the locale's decimal point is (one or more bytes), it becomes '.' */
     for (int i = 0; i < len && k < 31; i++) {
