@@ -17,6 +17,8 @@
  *   cdp_<size>_launches=N  the same with the cdp variant; N = the child grids launched;
  *   flat_tile_<size>       flat with a block a tile instead of persistent blocks (the hook; the
  *                          scheduling before session 8);
+ *   flat_k16_<size>        flat with the tile writer in chunks of 16 vertices a thread instead
+ *                          of 32 (the hook; flat's chunks before 2026-11-28);
  *   cdp_tile_<size>_launches=N  cdp with group children of a tile a block instead of 4 (the
  *                          hook; the child before session 8).
  * Variant rows: n = vertices written, so items/s = vertices/s; GB/s counts the bytes that must

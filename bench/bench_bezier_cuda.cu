@@ -15,9 +15,10 @@
 #include "core_cuda.h"
 #include "grove/bezier.h"
 
-/* bezier_cuda.h's hooks: the flat kernel's variant (1: a block a tile, the scheduling before
- * persistent blocks); the cdp child's (1: a tile a block, the child before children of 4
- * tiles) */
+/* bezier_cuda.h's hooks: the tile writer's chunk width (16: flat's before 2026-11-28); the
+ * flat kernel's variant (1: a block a tile, the scheduling before persistent blocks); the cdp
+ * child's (1: a tile a block, the child before children of 4 tiles) */
+extern "C" void grove__bz_flat_tune(int per);
 extern "C" void grove__bz_flat_mode(int mode);
 extern "C" void grove__bz_cdp_mode(int mode);
 
@@ -146,15 +147,16 @@ extern "C" grove_status grove__bench_bezier_cuda(grove_ctx *ctx, const grove_cur
     }
 
     /* v: 0 flat, 1 cdp, 2 flat with a block a tile (the hook), 3 cdp with children of a tile a
-     * block (the hook) */
-    for (int v = 0; v < 4 && *nrows < max_rows; v++) {
+     * block (the hook), 4 flat in chunks of 16 vertices a thread (the hook) */
+    for (int v = 0; v < 5 && *nrows < max_rows; v++) {
         grove_bezier_opts o;
         grove_bezier_stats bs;
         uint64_t total = 0;
         int checked, w = warmup, r = repeats;
         grove_bezier_default_opts(&o);
-        const int cdp = v & 1;
+        const int cdp = v == 1 || v == 3;
         o.variant = cdp ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
+        grove__bz_flat_tune(v == 4 ? 16 : 0);
         grove__bz_flat_mode(v == 2 ? 1 : 0);
         grove__bz_cdp_mode(v == 3 ? 1 : 0);
         auto run = [&]() -> grove_status {
@@ -178,18 +180,24 @@ extern "C" grove_status grove__bench_bezier_cuda(grove_ctx *ctx, const grove_cur
             r = repeats < 3 ? repeats : 3;
         }
         GROVE_TRY_END(st, time_ms(d, w, r, run, &ms));
+        grove__bz_flat_tune(0);
         grove__bz_flat_mode(0);
         grove__bz_cdp_mode(0);
         if (cdp)
             snprintf(op, sizeof op, v == 3 ? "cdp_tile_%s_launches=%llu" : "cdp_%s_launches=%llu",
                      size_name, (unsigned long long)bs.child_launches);
         else
-            snprintf(op, sizeof op, v == 2 ? "flat_tile_%s" : "flat_%s", size_name);
+            snprintf(op, sizeof op,
+                     v == 2   ? "flat_tile_%s"
+                     : v == 4 ? "flat_k16_%s"
+                              : "flat_%s",
+                     size_name);
         grove__bench_add_row(rows, max_rows, nrows, op, "grove", (size_t)tv, ms, bytes, copy_gbps,
                              0.0, checked);
     }
 #undef ETRY
 _end:
+    grove__bz_flat_tune(0);
     grove__bz_flat_mode(0);
     grove__bz_cdp_mode(0);
     free(h_xy);

@@ -29,7 +29,7 @@
 /* bezier_cuda.h */
 void grove__bz_cdp_tune(size_t chunk_max, size_t device_cap, size_t group, unsigned big);
 void grove__bz_cdp_plan(size_t *group, unsigned *big);
-void grove__bz_flat_tune(int k8);
+void grove__bz_flat_tune(int per);
 void grove__bz_flat_mode(int mode);
 void grove__bz_cdp_mode(int mode);
 #endif
@@ -328,6 +328,10 @@ static uint64_t cdp_launches(const grove_polylines *p, const grove_bezier_opts *
 #endif
 }
 
+/* The chunk width hook's value for case v of the device-call loops: flat 0 (the default, 32),
+ * 8 and 16; cdp 0 (its default, 16) and 8. */
+static int bz_per(int v) { return v == 1 || v == 4 ? 8 : v == 2 ? 16 : 0; }
+
 static void run_case(const env *E, const char *what, const grove_curves *in,
                      const grove_bezier_opts *o, int full_check)
 {
@@ -349,12 +353,14 @@ static void run_case(const env *E, const char *what, const grove_curves *in,
         const int cmodes[5] = {0, 0, 0, 1, 1};
         const int nplans = in->n <= 5000 ? 5 : 1;
         /* flat (and auto): the default kernel (persistent blocks, state words zero-copy, the
-         * tile writer in chunks of 16 vertices a thread), then in chunks of 8 (with the default
-         * blocks and with one); a block a tile; persistent blocks taking their next tile early;
-         * one persistent block taking every tile in turn (late, early); the state words copied
-         * back (the hooks' numbers) */
-        enum { NFP = 8 };
-        const int fk8[NFP] = {0, 1, 0, 0, 0, 0, 0, 1}, fmodes[NFP] = {0, 0, 1, 3, 4, 5, 6, 4};
+         * tile writer in chunks of 32 vertices a thread), then in chunks of 8; a block a tile;
+         * persistent blocks taking their next tile early; one persistent block taking every
+         * tile in turn (late, early); the state words copied back; chunks of 16 with one
+         * persistent block and with the default blocks, chunks of 8 with one (the hooks'
+         * numbers) */
+        enum { NFP = 10 };
+        const int fper[NFP] = {0, 8, 0, 0, 0, 0, 0, 16, 16, 8},
+                  fmodes[NFP] = {0, 0, 1, 3, 4, 5, 6, 4, 0, 4};
 #else
         enum { NFP = 1 };
         const int nplans = 1;
@@ -375,7 +381,7 @@ static void run_case(const env *E, const char *what, const grove_curves *in,
                     grove__bz_cdp_tune(0, 0, groups[pl], bigs[pl]);
                     grove__bz_cdp_mode(cmodes[pl]);
                 } else {
-                    grove__bz_flat_tune(fk8[pl]);
+                    grove__bz_flat_tune(fper[pl]);
                     grove__bz_flat_mode(fmodes[pl]);
                 }
 #endif
@@ -696,18 +702,18 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
      * output where a writer handles an edge apart (the first vertex, the first and second pair,
      * around the end of the first tile, half, the last two vertices), the output 16-byte
      * aligned, 8-byte aligned (the first vertex in a pair's second half) and 4-byte aligned
-     * (float by float). v: flat (the tile writer in chunks of 16 vertices a thread), flat in
-     * chunks of 8, cdp */
+     * (float by float). v: flat (the tile writer in chunks of 32 vertices a thread), flat in
+     * chunks of 8 and of 16, cdp */
     {
         const uint64_t a0 = ref.offsets[512 < n ? 512 : n]; /* the first tile's vertices */
         const uint64_t caps[] = {1, 2, 3, a0 - 1, a0, a0 + 1, a0 + 2, tv / 2, tv - 2, tv - 1};
-        for (int v = 0; v < 3 - g_no_cdp; v++)
+        for (int v = 0; v < 4 - g_no_cdp; v++)
             for (int shift = 0; shift < 3; shift++)
                 for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
                     const uint64_t cap = caps[c];
                     size_t bad = 0;
-                    o.variant = v == 2 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
-                    grove__bz_flat_tune(v == 1);
+                    o.variant = v == 3 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
+                    grove__bz_flat_tune(v == 1 ? 8 : v == 2 ? 16 : 0);
                     cudaMemset(d_xy, 0x7f, (2 * tv + 2) * sizeof(float));
                     total = 0;
                     expect_err(gpu, "capacity",
@@ -717,7 +723,7 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
                     CHECK(total == tv);
                     cudaMemcpy(h_xy, d_xy, (2 * tv + 2) * sizeof(float), cudaMemcpyDeviceToHost);
                     for (uint64_t i = 0; i < 2 * tv + 2; i++) {
-                        if (i < (uint64_t)shift || i >= (uint64_t)shift + 2 * cap || v == 2)
+                        if (i < (uint64_t)shift || i >= (uint64_t)shift + 2 * cap || v == 3)
                             bad += ((uint32_t *)h_xy)[i] != 0x7f7f7f7fu;
                         else
                             bad += memcmp(h_xy + i, ref.xy + (i - (uint64_t)shift),
@@ -730,12 +736,12 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
     grove__bz_flat_tune(0);
     o.variant = GROVE_BEZIER_AUTO;
     /* exact capacity, aligned (16 and 8 bytes) and unaligned output; v: flat with the tile
-     * writer in chunks of 16 and of 8 vertices a thread, cdp with its children in chunks of 16
-     * and of 8 (the hook applies to both) */
-    for (int v = 0; v < 4 - 2 * g_no_cdp; v++)
+     * writer in chunks of 32, 8 and 16 vertices a thread, cdp with its children in chunks of 16
+     * and of 8 (bz_per's hook values) */
+    for (int v = 0; v < 5 - 2 * g_no_cdp; v++)
         for (int shift = 0; shift < 3; shift++) {
-            o.variant = v >= 2 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
-            grove__bz_flat_tune(v & 1);
+            o.variant = v >= 3 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
+            grove__bz_flat_tune(bz_per(v));
             cudaMemset(d_xy, 0x7f, (2 * tv + 2) * sizeof(float));
             CHECK_OK(gpu, grove_bezier_tessellate_device(gpu, d_cp, d_deg, n, &o, d_off,
                                                          d_xy + shift, tv, &total, &st));
@@ -744,24 +750,25 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
                       "device call variant %d shift %d differs from the CPU", v, shift);
             CHECK(st.variant == o.variant);
         }
-    /* every curve 8 vertices: a tile is exactly one chunk of 4096 vertices (two of 2048); at
+    /* every curve mv vertices: with 8 a tile is exactly one chunk of 4096 vertices (two of
+     * 2048, half of one of 8192), with 16 one chunk of 8192 (two of 4096, four of 2048); at
      * d_xy + 2 floats the pairs start one vertex early, so a last chunk holds one vertex (v as
      * above) */
-    {
+    for (uint32_t mv = 8; mv <= 16; mv += 8) {
         grove_bezier_opts o8;
         grove_polylines ref8;
         float *d8 = NULL, *h8;
-        opts_curv(&o8, 8, 8, 16);
+        opts_curv(&o8, (int)mv, (int)mv, 16);
         CHECK_OK(cpu, grove_bezier_tessellate(cpu, &s.c, &o8, &ref8, NULL));
         const uint64_t tv8 = ref8.n_vertices;
-        CHECK(tv8 == 8 * n);
+        CHECK(tv8 == mv * n);
         h8 = (float *)tu_malloc((2 * tv8 + 4) * sizeof(float));
         CHECK(cudaMalloc((void **)&d8, (2 * tv8 + 4) * sizeof(float)) == cudaSuccess);
-        for (int v = 0; v < 4 - 2 * g_no_cdp; v++)
+        for (int v = 0; v < 5 - 2 * g_no_cdp; v++)
             for (int shift = 0; shift < 3; shift++) {
                 size_t bad = 0;
-                o8.variant = v >= 2 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
-                grove__bz_flat_tune(v & 1);
+                o8.variant = v >= 3 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
+                grove__bz_flat_tune(bz_per(v));
                 cudaMemset(d8, 0x7f, (2 * tv8 + 4) * sizeof(float));
                 CHECK_OK(gpu, grove_bezier_tessellate_device(gpu, d_cp, d_deg, n, &o8, d_off,
                                                              d8 + shift, tv8, &total, &st));
@@ -773,8 +780,8 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
                     else
                         bad += memcmp(h8 + i, ref8.xy + (i - (uint64_t)shift), sizeof(float)) != 0;
                 }
-                CHECK_MSG(bad == 0, "8 vertices a curve, variant %d shift %d: %zu words wrong", v,
-                          shift, bad);
+                CHECK_MSG(bad == 0, "%u vertices a curve, variant %d shift %d: %zu words wrong",
+                          mv, v, shift, bad);
             }
         grove__bz_flat_tune(0);
         cudaFree(d8);

@@ -51,9 +51,9 @@ constexpr size_t kGroupDefault = (size_t)1 << 19;
 constexpr uint32_t kBigDefault = 1024;
 size_t g_chunk_max = 0, g_device_cap = 0, g_group = 0;
 uint32_t g_big = 0;
-/* grove__bz_flat_tune: 1: the tile writer in chunks of 8 vertices a thread instead of 16, in
- * the flat kernel and in the cdp children (a test hook: both widths stay tested) */
-int g_k8 = 0;
+/* grove__bz_flat_tune: the tile writer's chunk width (vertices a thread) instead of the
+ * defaults (flat 32, the cdp children 16): 8 for both, or 16 for flat (test and bench hook) */
+int g_per = 0;
 /* grove__bz_flat_mode: 0 the default, else the one of enum FlatMode */
 int g_flat_mode = 0;
 enum FlatMode {
@@ -75,19 +75,20 @@ unsigned long long *g_cdp_rec = nullptr; /* grove__bz_cdp_probe */
 /* The persistent grid (multiprocessors x resident blocks of bz_fused_persist<aligned, kPer>) per
  * device, asked once: the occupancy query costs host time on every call otherwise. */
 constexpr int kOccDevices = 64;
-std::atomic<int> g_room[kOccDevices][4];
+std::atomic<int> g_room[kOccDevices][6];
 
 /* Calls f(A, P) with A = std::integral_constant<bool, al> and P = std::integral_constant<int,
- * kPer>, kPer 8 when k8 and 16 otherwise (tile_write's chunks), so that one launch site serves
- * the four instantiations of a single-pass kernel. */
-template <typename F> auto writer_dispatch(bool al, bool k8, F &&f)
+ * kPer>, kPer = per when 8 or 16 and 32 otherwise (tile_write's chunks), so that one launch
+ * site serves the six instantiations of a single-pass kernel. */
+template <typename F> auto writer_dispatch(bool al, int per, F &&f)
 {
     using T = std::true_type;
     using N = std::false_type;
     using P8 = std::integral_constant<int, 8>;
     using P16 = std::integral_constant<int, 16>;
-    if (al) return k8 ? f(T(), P8()) : f(T(), P16());
-    return k8 ? f(N(), P8()) : f(N(), P16());
+    using P32 = std::integral_constant<int, 32>;
+    if (al) return per == 8 ? f(T(), P8()) : per == 16 ? f(T(), P16()) : f(T(), P32());
+    return per == 8 ? f(N(), P8()) : per == 16 ? f(N(), P16()) : f(N(), P32());
 }
 
 /* Shared memory of the single pass besides the tile's staging. */
@@ -106,7 +107,7 @@ struct FusedSmem {
  * that they arrive while this tile is written. */
 template <bool kAligned, int kPer>
 __device__ __forceinline__ void
-fused_tile(TileSmem &s, FusedSmem &f, int id, int nb, bool next,
+fused_tile(TileSmemT<kPer> &s, FusedSmem &f, int id, int nb, bool next,
            const float *__restrict__ cp, const uint8_t *__restrict__ deg, u64 n, u64 ntiles,
            const grove__bz_rule &r, u64 *__restrict__ off, float *__restrict__ xy, u64 cap,
            uint32_t *counter, grove_lb::TileState<u64> ts, u64 *__restrict__ st)
@@ -210,7 +211,7 @@ __global__ void __launch_bounds__(kT, 5)
              u64 *__restrict__ off, float *__restrict__ xy, u64 cap, uint32_t *counter,
              grove_lb::TileState<u64> ts, u64 *__restrict__ st)
 {
-    __shared__ TileSmem s;
+    __shared__ TileSmemT<kPer> s;
     __shared__ FusedSmem f;
     if (threadIdx.x == 0) f.id[0] = (int)atomicAdd(counter, 1u);
     __syncthreads();
@@ -231,7 +232,7 @@ __global__ void __launch_bounds__(kT, 5)
                      uint32_t *counter, grove_lb::TileState<u64> ts, u64 *__restrict__ st,
                      int early, u64 *hs_map)
 {
-    __shared__ TileSmem s;
+    __shared__ TileSmemT<kPer> s;
     __shared__ FusedSmem f;
     const u64 ntiles = (n + kC - 1) / kC;
     if (threadIdx.x == 0) f.id[0] = (int)atomicAdd(counter, 1u);
@@ -344,7 +345,7 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
         grove_status st = GROVE_OK;
         if (mode == FLAT_BLOCK_A_TILE) {
             const unsigned g = (unsigned)ntiles;
-            st = writer_dispatch(al, g_k8 != 0, [&](auto A, auto P) -> grove_status {
+            st = writer_dispatch(al, g_per, [&](auto A, auto P) -> grove_status {
                 bz_fused<decltype(A)::value, decltype(P)::value>
                     <<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter, ts, S.st);
                 return GROVE_OK;
@@ -367,11 +368,11 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
                     cudaGetLastError(); /* not mapped: the state words are copied instead */
             }
             mapped = hs_map != nullptr;
-            st = writer_dispatch(al, g_k8 != 0, [&](auto A, auto P) -> grove_status {
+            st = writer_dispatch(al, g_per, [&](auto A, auto P) -> grove_status {
                 constexpr bool kA = decltype(A)::value;
                 constexpr int kPer = decltype(P)::value;
                 auto *fn = bz_fused_persist<kA, kPer>;
-                const int which = (kA ? 2 : 0) + (kPer == 8 ? 1 : 0);
+                const int which = (kA ? 3 : 0) + (kPer == 8 ? 1 : kPer == 16 ? 2 : 0);
                 int room = 0;
                 GROVE_TRY(persist_room(ctx, cache ? &g_room[ctx->device][which] : nullptr,
                                        (const void *)fn, &room));
@@ -480,7 +481,7 @@ grove_status write_cdp(Scratch &S, const float *d_cp, const uint8_t *d_deg, size
          * children, so at most one chunk's child launches are ever pending. */
         cudaError_t e =
             grove__bz_cdp_launch(d_cp, d_deg, reinterpret_cast<const uint64_t *>(d_off), c, cnt,
-                                 p.group, p.big, g_k8, mode, d_xy, S.st, g_cdp_rec, S.s);
+                                 p.group, p.big, g_per == 8, mode, d_xy, S.st, g_cdp_rec, S.s);
         if (e != cudaSuccess)
             return grove__cuda_status(ctx, (int)e, "bezier (cdp): launching the parent kernel");
         *groups += (cnt + p.group - 1) / p.group;
@@ -589,7 +590,7 @@ extern "C" void grove__bz_cdp_tune(size_t chunk_max, size_t device_cap, size_t g
     g_big = big;
 }
 
-extern "C" void grove__bz_flat_tune(int k8) { g_k8 = k8; }
+extern "C" void grove__bz_flat_tune(int per) { g_per = per; }
 
 extern "C" void grove__bz_flat_mode(int mode) { g_flat_mode = mode; }
 

@@ -37,9 +37,10 @@ grove_status grove__bz_tessellate_device_cuda(grove_ctx *ctx, const float *d_cp,
 void grove__bz_cdp_tune(size_t chunk_max, size_t device_cap, size_t group, unsigned big);
 void grove__bz_cdp_plan(size_t *group, unsigned *big);
 
-/* Test hook for the tile writer (flat's and the cdp children's): k8 != 0 makes both write in
- * chunks of 8 vertices a thread instead of 16 (the default). Not thread-safe. */
-void grove__bz_flat_tune(int k8);
+/* Test and bench hook for the tile writer's chunk width (vertices a thread): 0 the defaults
+ * (flat 32, the cdp children 16); 8 makes both write in chunks of 8; 16 makes flat write in
+ * chunks of 16 (its width before 2026-11-28). Not thread-safe. */
+void grove__bz_flat_tune(int per);
 
 /* Test and bench hooks selecting a kernel variant (0: the default). flat: 1 a block a tile (the
  * scheduling before session 8), 2 persistent blocks (the default), 3 persistent blocks taking

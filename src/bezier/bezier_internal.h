@@ -360,8 +360,6 @@ typedef unsigned long long u64;
 constexpr int kT = 256;       /* threads per block */
 constexpr int kCPT = 2;       /* curves per thread */
 constexpr int kC = kT * kCPT; /* curves per tile */
-constexpr int kPerMax = 16;   /* vertices per thread and chunk: 8 or 16 (tile_write's kPer) */
-constexpr uint32_t kVMax = kT * kPerMax;
 
 /* A shared-memory layout chosen against bank conflicts (ncu on the H200, 10^7 curves: 36% of the
  * shared-load wavefronts were conflicts, and L1 the busiest unit). A compile-time choice, so that
@@ -391,8 +389,12 @@ constexpr int kCpUnits = cp_unit(kC + 1);
 /* State words in device memory (both .cu files use them). */
 enum { S_CAPPED = 0, S_FAILED, S_ERR, S_LAUNCHES, S_BIG, S_TOTAL, S_COUNT };
 
-/* One tile's staging. */
-struct TileSmem {
+/* One tile's staging, for tile_write's chunks of up to kPM vertices a thread (8, 16 or 32; the
+ * chunk flags take kT kPM / 32 words a buffer). The cdp children use TileSmem (kPM 16), whose
+ * 28.3 KB keep two blocks of four tiles an SM; the flat kernel uses TileSmemT<32>. */
+template <int kPM> struct TileSmemT {
+    static constexpr int kPerMax = kPM;
+    static constexpr uint32_t kVMax = kT * kPM;
     float4 cp[kCpUnits]; /* curve j at cp_unit(j), cp_unit(j) + 1; tile_write replaces the
                           * points of the curves its loop writes by their cubic form's offsets
                           * (P0, e1, e2, the end point), in place */
@@ -404,6 +406,7 @@ struct TileSmem {
     uint32_t wt[2][kT / 32];
     uint8_t deg[kC + 1]; /* deg[C] is read, never used, by tile_write's records */
 };
+using TileSmem = TileSmemT<16>;
 
 /* The thread's index in its tile group of kT threads. */
 __device__ __forceinline__ unsigned tile_tid() { return threadIdx.x & (unsigned)(kT - 1); }
@@ -421,7 +424,8 @@ template <bool kNamed> __device__ __forceinline__ void tile_sync()
 
 /* Stages curves [c0, c0 + C) (C <= kC) into s.cp and s.deg and clears the first chunk's flags.
  * The tile group synchronizes before reading. */
-__device__ __forceinline__ void tile_stage(TileSmem &s, const float *__restrict__ cp,
+template <class S>
+__device__ __forceinline__ void tile_stage(S &s, const float *__restrict__ cp,
                                            const uint8_t *__restrict__ deg, u64 c0, int C)
 {
     const int t = (int)tile_tid();
@@ -450,7 +454,7 @@ __device__ __forceinline__ void tile_stage(TileSmem &s, const float *__restrict_
             scp[4 * cp_unit(e >> 3) + (e & 7)] = __ldg(cp + 8 * c0 + e);
         for (int j = t; j < C; j += kT) s.deg[j] = __ldg(deg + c0 + j);
     }
-    if (t < (int)(kVMax / 32)) s.flag[0][t] = 0;
+    if (t < (int)(S::kVMax / 32)) s.flag[0][t] = 0;
     if (inflight) asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
@@ -460,7 +464,8 @@ __device__ __forceinline__ void tile_stage(TileSmem &s, const float *__restrict_
  * The caller derives them from its first slot: a thread's slots are 2 kT apart, a multiple of
  * kPer and of 32, so sh and low are the same for all of them, and g and wi grow by constants
  * (the loads then take immediate offsets). */
-__device__ __forceinline__ int tile_curve(const TileSmem &s, int b, int prev, int g, int wi,
+template <class S>
+__device__ __forceinline__ int tile_curve(const S &s, int b, int prev, int g, int wi,
                                           uint32_t sh, uint32_t low)
 {
     const uint32_t bits = (s.flag[b][wi] >> sh) & low;
@@ -536,7 +541,7 @@ __device__ __forceinline__ void st_v2(float *p, float x, float y)
  * wavefronts where 4 carry the data (ncu, H200, 2026-11-28). The tile group synchronizes after
  * the call, before the loop reads the staging. Units of curves at or past C are read (junk)
  * and left alone; P0 stays where it was, so a skipped curve's first point is read as any. */
-__device__ __forceinline__ void tile_offsets(TileSmem &s, int C, uint32_t big)
+template <class S> __device__ __forceinline__ void tile_offsets(S &s, int C, uint32_t big)
 {
     const int t = (int)tile_tid();
 #pragma unroll
@@ -579,10 +584,12 @@ __device__ __forceinline__ void tile_offsets(TileSmem &s, int C, uint32_t big)
  * 2026-11-28 lines and curves of 2 vertices were left to a slow pass after the loop, a warp per
  * curve (1.8x the time of the whole call when half the curves were lines). All threads call it.
  */
-template <bool kAligned, int kPer, bool kNamed = false>
-__device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 cap, uint32_t big,
+template <bool kAligned, int kPer, bool kNamed = false, class S>
+__device__ __forceinline__ void tile_write(S &s, int C, u64 vbase, u64 cap, uint32_t big,
                                            float *__restrict__ xy)
 {
+    static_assert(kPer == 8 || kPer == 16 || kPer == 32, "chunks of 8, 16 or 32 vertices a thread");
+    static_assert(kPer <= S::kPerMax, "the staging's chunk flags hold kT kPer bits");
     constexpr uint32_t kV = kT * kPer; /* vertices per chunk */
     const unsigned t = tile_tid(), lane = t & 31u, w = t >> 5;
     const uint32_t A = s.off[C];
@@ -629,7 +636,7 @@ __device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 ca
         }
         tile_sync<kNamed>();
         const uint32_t mine =
-            (s.flag[b][(t * kPer) >> 5] >> ((t * kPer) & 31u)) & ((1u << kPer) - 1u);
+            (s.flag[b][(t * kPer) >> 5] >> ((t * kPer) & 31u)) & (~0u >> (32 - kPer));
         const uint32_t cnt = (uint32_t)__popc(mine);
         uint32_t x = cnt;
 #pragma unroll
@@ -650,24 +657,32 @@ __device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 ca
         /* 2 kT r is a multiple of kPer and of 32: every step's slot has the same place in its
          * group and word (tile_curve); sa0 = -1 (only the first pair of a tile when sh = 1) gives
          * g0 = w0 = -1 (arithmetic shifts), right for r >= 1, unused for r = 0 */
-        constexpr int kL = kPer == 16 ? 4 : 3; /* log2 kPer */
+        constexpr int kL = kPer == 32 ? 5 : kPer == 16 ? 4 : 3; /* log2 kPer */
         const int g0 = sa0 >> kL, w0 = sa0 >> 5;
         const uint32_t gsh = (uint32_t)(g0 * kPer) & 31u;
         const uint32_t low = (2u << ((uint32_t)sa0 & (kPer - 1u))) - 1u;
-        /* step r's pair; full: the chunk lies below lim, so no step needs a bounds check */
+        /* The steps run kU at a time, unrolled (a step's loads and store at constant offsets
+         * from its run's bases), the runs in a loop: chunks of 32 vertices a thread have half
+         * the chunk heads (flags, block count, three barriers) of chunks of 16 with the same
+         * code size. hb: the run's first step (0 for kPer <= 16). */
+        constexpr int kU = kPer / 2 < 8 ? kPer / 2 : 8;
+        int hb = 0;
+        /* step hb + r's pair; full: the chunk lies below lim, so no step needs a bounds check */
         auto step = [&](const int r, const bool full) {
-            const int sa = sa0 + 2 * kT * r; /* slot of the first vertex, >= -1 */
-            const int ra = ra0 + 2 * kT * r;
-            /* ra = -1 only for the tile's first pair when sh = 1 (r = 0, prev = -1): the first
+            const int rr = hb + r;
+            const int sa = sa0 + 2 * kT * rr; /* slot of the first vertex, >= -1 */
+            const int ra = ra0 + 2 * kT * rr;
+            /* ra = -1 only for the tile's first pair when sh = 1 (step 0, prev = -1): the first
              * vertex is not written, the second is vertex 0 of curve 0 */
-            const bool before = r == 0 && ra < 0;
+            const bool before = r == 0 && hb == 0 && ra < 0;
             int ja;
-            if (r == 0) {
+            if (r == 0 && hb == 0) {
                 ja = sa < 0 ? prev
                             : tile_curve(s, b, prev, g0 < 0 ? 0 : g0, w0 < 0 ? 0 : w0, gsh, low);
                 ja = ja < 0 ? 0 : ja; /* -1 only here: the tile's first pair when sh = 1 */
             } else {
-                ja = tile_curve(s, b, prev, g0 + 2 * kT / kPer * r, w0 + 2 * kT / 32 * r, gsh, low);
+                ja = tile_curve(s, b, prev, g0 + 2 * kT / kPer * rr, w0 + 2 * kT / 32 * rr, gsh,
+                                low);
             }
             /* not clamped to C - 1: jn = C only when the pair's second vertex is past the tile's
              * last (at or past lim, never written), and cp has room for curve C */
@@ -688,7 +703,7 @@ __device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 ca
             const uint32_t y2 = same ? rc.y : rc.y << 7;
             const bool wa = !before && (int)rc.y >= 0;
             const bool wb = (full || ra + 1 < (int)lim) && (int)y2 >= 0;
-            float *const dst = d0 + 4 * kT * r; /* a constant offset a step */
+            float *const dst = d0 + 4 * kT * rr; /* a constant offset a step in a run */
             if (kAligned && wa && wb) {
                 st_v4(dst, p);
             } else if (kAligned) {
@@ -700,14 +715,24 @@ __device__ __forceinline__ void tile_write(TileSmem &s, int C, u64 vbase, u64 ca
             }
         };
         if (q + kV <= lim) {
-            /* no branch between the steps: their shared loads can all be issued early */
+#pragma unroll 1
+            for (hb = 0; hb < kPer / 2; hb += kU) {
+                /* no branch between a run's steps: their shared loads can all be issued early */
 #pragma unroll
-            for (int r = 0; r < kPer / 2; r++) step(r, true);
+                for (int r = 0; r < kU; r++) step(r, true);
+            }
         } else {
+            bool end = false;
+#pragma unroll 1
+            for (hb = 0; hb < kPer / 2 && !end; hb += kU) {
 #pragma unroll
-            for (int r = 0; r < kPer / 2; r++) {
-                if (ra0 + 2 * kT * r >= (int)lim) break;
-                step(r, false);
+                for (int r = 0; r < kU; r++) {
+                    if (ra0 + 2 * kT * (hb + r) >= (int)lim) {
+                        end = true;
+                        break;
+                    }
+                    step(r, false);
+                }
             }
         }
         prev += (int)(s.excl[b][kT - 1] + (uint32_t)__popc(s.flag[b][kV / 32 - 1] >> (32 - kPer)));
