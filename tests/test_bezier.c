@@ -752,8 +752,9 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
         }
     /* every curve mv vertices: with 8 a tile is exactly one chunk of 4096 vertices (two of
      * 2048, half of one of 8192), with 16 one chunk of 8192 (two of 4096, four of 2048); at
-     * d_xy + 2 floats the pairs start one vertex early, so a last chunk holds one vertex (v as
-     * above) */
+     * d_xy + 2 floats the pairs start one vertex early, so a last chunk holds one vertex
+     * (except 8 vertices a curve in chunks of 8192, where the tile's 4097 slots fit one chunk;
+     * v as above) */
     for (uint32_t mv = 8; mv <= 16; mv += 8) {
         grove_bezier_opts o8;
         grove_polylines ref8;

@@ -590,7 +590,7 @@ extern "C" void grove__bz_cdp_tune(size_t chunk_max, size_t device_cap, size_t g
     g_big = big;
 }
 
-extern "C" void grove__bz_flat_tune(int per) { g_per = per; }
+extern "C" void grove__bz_flat_tune(int per) { g_per = per == 8 || per == 16 ? per : 0; }
 
 extern "C" void grove__bz_flat_mode(int mode) { g_flat_mode = mode; }
 

@@ -39,7 +39,8 @@ void grove__bz_cdp_plan(size_t *group, unsigned *big);
 
 /* Test and bench hook for the tile writer's chunk width (vertices a thread): 0 the defaults
  * (flat 32, the cdp children 16); 8 makes both write in chunks of 8; 16 makes flat write in
- * chunks of 16 (its width before 2026-11-28). Not thread-safe. */
+ * chunks of 16 (its width before 2026-11-28); any other value is taken as 0. Not
+ * thread-safe. */
 void grove__bz_flat_tune(int per);
 
 /* Test and bench hooks selecting a kernel variant (0: the default). flat: 1 a block a tile (the

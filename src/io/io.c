@@ -488,7 +488,8 @@ static void wb_put(wbuf *w, const void *p, size_t n)
     w->n += n;
 }
 
-/* 10^q for q in [-31, 54], each the double nearest to it (the compiler rounds the literals). */
+/* 10^q for q in [-31, 54] (q = 8 - k reaches [-30, 53] for floats), each the double nearest to
+ * it (the compiler rounds the literals). */
 static const double k_pow10[] = {
     1e-31, 1e-30, 1e-29, 1e-28, 1e-27, 1e-26, 1e-25, 1e-24, 1e-23, 1e-22, 1e-21, 1e-20, 1e-19,
     1e-18, 1e-17, 1e-16, 1e-15, 1e-14, 1e-13, 1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5,
@@ -501,6 +502,8 @@ static const double k_pow10[] = {
 
 /* %.9g of a finite float without printf (which took ~20 s of a 30 s CSV write of 1.8 x 10^7
  * vertices), or 0 when the rounding to 9 digits is too close to call and printf must decide.
+ * printf's bytes in the default rounding mode (to nearest), the only one the library runs in;
+ * under fesetround printf would round the other way, this function does not.
  * The value is exact as a double; s = |v| 10^(8 - k) is computed with two roundings (the power
  * and the product, relative error < 2.3 x 10^-16), so for s in [10^8, 10^9) it is within
  * 2.3 x 10^-7 of the exact scaled value: when its fraction is more than 10^-6 from one half,
