@@ -592,12 +592,6 @@ size_t grove__format_float(char *dst, float v)
     return k;
 }
 
-static void wb_float(wbuf *w, float v)
-{
-    char u[32];
-    wb_put(w, u, grove__format_float(u, v));
-}
-
 static void wb_u32le(wbuf *w, uint32_t v)
 {
     unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
@@ -605,18 +599,46 @@ static void wb_u32le(wbuf *w, uint32_t v)
     wb_put(w, b, 4);
 }
 
-static void write_text(wbuf *w, const grove_points *p)
+/* n bytes at once, past the buffer (after what it holds). */
+static void wb_put_direct(wbuf *w, const char *p, size_t n)
 {
-    size_t i;
-    int d;
-    wb_put(w, p->dims == 3 ? "x,y,z\n" : "x,y\n", p->dims == 3 ? 6 : 4);
-    for (i = 0; i < p->n; i++) {
+    wb_flush(w);
+    errno = 0;
+    if (n && !w->err && fwrite(p, 1, n, w->f) != n) w->err = errno ? errno : EIO;
+}
+
+/* The text rows are formatted in parallel, TEXT_BATCH points a thread and round (a row at most
+ * TEXT_ROW bytes: three floats of at most 15 characters, two commas, the newline), and written
+ * in order. */
+#define TEXT_BATCH 8192
+#define TEXT_ROW 64
+
+static size_t text_rows(char *dst, const grove_points *p, size_t i0, size_t i1)
+{
+    size_t k = 0;
+    for (size_t i = i0; i < i1; i++) {
         const float *q = p->xyz + i * (size_t)p->dims;
-        for (d = 0; d < p->dims; d++) {
-            if (d) wb_put(w, ",", 1);
-            wb_float(w, q[d]);
+        for (int d = 0; d < p->dims; d++) {
+            if (d) dst[k++] = ',';
+            k += grove__format_float(dst + k, q[d]);
         }
-        wb_put(w, "\n", 1);
+        dst[k++] = '\n';
+    }
+    return k;
+}
+
+static void write_text(wbuf *w, const grove_points *p, char *buf, size_t *len, int nt)
+{
+    wb_put(w, p->dims == 3 ? "x,y,z\n" : "x,y\n", p->dims == 3 ? 6 : 4);
+    for (size_t base = 0; base < p->n && !w->err; base += (size_t)nt * TEXT_BATCH) {
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+        for (int i = 0; i < nt; i++) {
+            const size_t i0 = base + (size_t)i * TEXT_BATCH;
+            const size_t i1 = i0 + TEXT_BATCH < p->n ? i0 + TEXT_BATCH : p->n;
+            len[i] = i0 < i1 ? text_rows(buf + (size_t)i * TEXT_BATCH * TEXT_ROW, p, i0, i1) : 0;
+        }
+        for (int i = 0; i < nt; i++)
+            wb_put_direct(w, buf + (size_t)i * TEXT_BATCH * TEXT_ROW, len[i]);
     }
 }
 
@@ -642,9 +664,10 @@ grove_status grove_points_write(grove_ctx *ctx, const char *path, grove_point_fo
 {
     static const char fn[] = "grove_points_write";
     grove_status st = GROVE_OK;
-    char *tmp = NULL;
+    char *tmp = NULL, *buf = NULL;
     wbuf *w = NULL;
-    size_t i, m;
+    size_t i, m, *len = NULL;
+    int nt = 1;
 
     GROVE_TRY(grove__check_ctx(ctx));
     if (!path) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: path is NULL", fn);
@@ -676,15 +699,25 @@ grove_status grove_points_write(grove_ctx *ctx, const char *path, grove_point_fo
                                 fn, path, i / (size_t)p->dims,
                                 isnan(p->xyz[i]) ? "NaN" : "infinity", (int)(i % (size_t)p->dims));
 
+    if (fmt != GROVE_POINTS_PLY) {
+        nt = grove__threads(ctx);
+        if ((size_t)nt * TEXT_BATCH > p->n) nt = (int)((p->n + TEXT_BATCH - 1) / TEXT_BATCH);
+        if (nt < 1) nt = 1;
+        buf = (char *)malloc((size_t)nt * TEXT_BATCH * TEXT_ROW);
+        len = (size_t *)malloc((size_t)nt * sizeof(size_t));
+    }
     w = (wbuf *)malloc(sizeof *w);
-    if (!w) return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    if (!w || (fmt != GROVE_POINTS_PLY && (!buf || !len))) {
+        st = grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+        goto _end;
+    }
     w->n = 0;
     w->err = 0;
     GROVE_TRY_END(st, grove__wfile_open(ctx, path, &tmp, &w->f));
     if (fmt == GROVE_POINTS_PLY)
         write_ply(w, p);
     else
-        write_text(w, p);
+        write_text(w, p, buf, len, nt);
     wb_flush(w);
     st = grove__wfile_commit(ctx, path, tmp, w->f, w->err);
     tmp = NULL;
@@ -692,5 +725,7 @@ grove_status grove_points_write(grove_ctx *ctx, const char *path, grove_point_fo
 _end:
     free(tmp);
     free(w);
+    free(buf);
+    free(len);
     return st;
 }
