@@ -209,39 +209,91 @@ static void test_text(void)
     }
 }
 
-/* Random curves written with 9 significant digits read back bit for bit, at several sizes. */
+/* Random curves written with 9 significant digits read back bit for bit, among blank lines,
+ * comments and CRLF line ends, at a size of several of the reader's blocks (n = --large); then
+ * the same text with one curve's line broken (its line number in the message, counted across
+ * blocks and threads' pieces), and without the last '\n'. */
 static void test_text_random(uint64_t seed, size_t n)
 {
     tu_rng r = {seed};
     float *cp = (float *)tu_malloc((n ? n : 1) * 8 * sizeof(float));
     uint8_t *deg = (uint8_t *)tu_malloc(n ? n : 1);
-    FILE *f = fopen(path_in("random.txt"), "w");
+    size_t *at = (size_t *)tu_malloc((n ? n : 1) * sizeof(size_t)); /* curve i's line offset */
+    uint64_t *ln = (uint64_t *)tu_malloc((n ? n : 1) * sizeof(uint64_t)); /* and number */
+    size_t cap = 1 << 20, len = 0;
+    uint64_t line = 0;
+    char *text = (char *)tu_malloc(cap);
     grove_curves c;
-    if (!f) exit(2);
     for (size_t i = 0; i < n; i++) {
+        char row[256];
+        size_t k0 = 0;
+        const uint32_t extra = tu_u32(&r) % 16;
+        if (extra == 0) k0 += (size_t)snprintf(row + k0, sizeof row - k0, "\n"), line++;
+        if (extra == 1) k0 += (size_t)snprintf(row + k0, sizeof row - k0, "# a comment\n"), line++;
+        at[i] = len + k0;
+        ln[i] = ++line;
         deg[i] = (uint8_t)(1 + tu_u32(&r) % 3);
         for (int k = 0; k < 2 * (deg[i] + 1); k++) {
             float v = tu_f32(&r, -1e4f, 1e4f);
             if (tu_u32(&r) % 8 == 0) v = ldexpf(v, (int)(tu_u32(&r) % 200) - 100);
             cp[8 * i + k] = v;
-            fprintf(f, "%s%.9g", k ? (k % 3 ? " " : ",") : "", (double)v);
+            k0 += (size_t)snprintf(row + k0, sizeof row - k0, "%s%.9g",
+                                   k ? (k % 3 ? " " : ",") : "", (double)v);
         }
-        fputc('\n', f);
-    }
-    fclose(f);
-    if (grove_curves_read(ctx, path_in("random.txt"), GROVE_CURVES_TEXT, &c) != GROVE_OK) {
-        FAIL("random text n=%zu: %s", n, grove_ctx_last_error(ctx));
-    } else {
-        size_t bad = 0;
-        CHECK(c.n == n);
-        for (size_t i = 0; i < n && i < c.n; i++) {
-            if (c.degree[i] != deg[i]) bad++;
-            for (int k = 0; k < 2 * (deg[i] + 1); k++)
-                if (memcmp(&c.cp[8 * i + k], &cp[8 * i + k], 4) != 0) bad++;
+        k0 += (size_t)snprintf(row + k0, sizeof row - k0, extra == 2 ? "\r\n" : "\n");
+        if (len + k0 + 1 > cap) {
+            cap *= 2;
+            text = (char *)realloc(text, cap);
+            if (!text) exit(2);
         }
-        CHECK_MSG(bad == 0, "random text n=%zu: %zu values differ", n, bad);
+        memcpy(text + len, row, k0);
+        len += k0;
     }
-    grove_curves_free(&c);
+    for (int variant = 0; variant < 3; variant++) {
+        /* 0: as written; 1: curve j's line holds 3 numbers; 2: no '\n' after the last line */
+        const size_t j = n ? n / 2 + tu_u32(&r) % (n - n / 2) : 0;
+        FILE *f = fopen(path_in("random.txt"), "wb");
+        size_t wlen = variant == 2 && len && text[len - 1] == '\n' ? len - 1 : len;
+        if (variant == 2 && wlen && text[wlen - 1] == '\r') wlen--;
+        if (!f) exit(2);
+        if (variant == 1 && n) {
+            fwrite(text, 1, at[j], f);
+            fputs("1 2 3", f);
+            fwrite(text + at[j] + strcspn(text + at[j], "\r\n"), 1,
+                   len - at[j] - strcspn(text + at[j], "\r\n"), f);
+        } else {
+            fwrite(text, 1, wlen, f);
+        }
+        fclose(f);
+        if (variant == 1) {
+            char want[64];
+            if (!n) continue;
+            snprintf(want, sizeof want, "random.txt:%llu: 3 numbers", (unsigned long long)ln[j]);
+            CHECK_STATUS(ctx, grove_curves_read(ctx, path_in("random.txt"), GROVE_CURVES_TEXT, &c),
+                         GROVE_ERR_BAD_INPUT);
+            CHECK_MSG(strstr(grove_ctx_last_error(ctx), want) != NULL,
+                      "random text n=%zu, curve %zu broken: '%s', want '%s'", n, j,
+                      grove_ctx_last_error(ctx), want);
+            continue;
+        }
+        if (grove_curves_read(ctx, path_in("random.txt"), GROVE_CURVES_TEXT, &c) != GROVE_OK) {
+            FAIL("random text n=%zu variant %d: %s", n, variant, grove_ctx_last_error(ctx));
+        } else {
+            size_t bad = 0;
+            CHECK(c.n == n);
+            for (size_t i = 0; i < n && i < c.n; i++) {
+                if (c.degree[i] != deg[i]) bad++;
+                for (int k = 0; k < 2 * (deg[i] + 1); k++)
+                    if (memcmp(&c.cp[8 * i + k], &cp[8 * i + k], 4) != 0) bad++;
+            }
+            CHECK_MSG(bad == 0, "random text n=%zu variant %d: %zu values differ", n, variant,
+                      bad);
+        }
+        grove_curves_free(&c);
+    }
+    free(text);
+    free(at);
+    free(ln);
     free(cp);
     free(deg);
 }

@@ -3,8 +3,8 @@
  * SVG path data through bezier_svg.c; both append to the growing curve array kept here
  * (bezier_io.h declares what the two share). Polylines out (CSV, SVG) are in bezier_write.c.
  *
- * Text files stream one line at a time through the io module's reader, so a file of any size
- * needs memory for its curves only.
+ * Text files stream through the io module's reader in blocks of whole lines (parsed in
+ * parallel), so a file of any size needs memory for its curves and a block.
  */
 #include <math.h>
 #include <stdint.h>
@@ -58,97 +58,246 @@ void grove_curves_free(grove_curves *c)
 
 static int is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
 
+/* What one line of a text file holds: a curve, nothing (blank or a comment), or an error that
+ * line_error() turns into its message. */
+enum { TL_CURVE, TL_SKIP, TL_SVG, TL_EMPTY, TL_COUNT, TL_NAN, TL_INF, TL_RANGE, TL_NOMEM,
+       TL_NUMBER, TL_BIG };
+typedef struct tline {
+    int kind;
+    size_t k;   /* numbers on the line (TL_CURVE, TL_COUNT) */
+    size_t num; /* the 1-based number an error is about */
+    float v;    /* TL_BIG: its value */
+    char q[64]; /* TL_RANGE, TL_NUMBER: the number as written, quoted */
+} tline;
+
+/* Parses line[0..len) (writable: a number's parser may put a NUL at line[len] for a moment and
+ * restore it, so line[len] must belong to the line or be spare) into xy; returns t->kind. */
+static int parse_line(char *line, size_t len, float xy[8], tline *t)
+{
+    char *p = line, *e = line + len, *hash, *f[8];
+    size_t k = 0, fl[8];
+    hash = (char *)memchr(p, '#', len);
+    if (hash) e = hash;
+    while (p < e && is_space(*p)) p++;
+    if (p == e) return t->kind = TL_SKIP;
+    if (*p == '<') return t->kind = TL_SVG;
+    /* Fields: a run of blanks, or one comma with blanks around it, separates two numbers. */
+    for (;;) {
+        char *b = p;
+        while (p < e && *p != ',' && !is_space(*p)) p++;
+        if (p == b) {
+            t->num = k + 1;
+            return t->kind = TL_EMPTY;
+        }
+        if (k < 8) {
+            f[k] = b;
+            fl[k] = (size_t)(p - b);
+        }
+        k++;
+        while (p < e && is_space(*p)) p++;
+        if (p < e && *p == ',') {
+            p++;
+            while (p < e && is_space(*p)) p++;
+            continue; /* a number must follow, even at the end of the line */
+        }
+        if (p == e) break;
+    }
+    t->k = k;
+    if (k != 4 && k != 6 && k != 8) return t->kind = TL_COUNT;
+    for (size_t i = 0; i < k; i++) {
+        const int rc = grove__parse_float(f[i], fl[i], &xy[i]);
+        if (rc == GROVE__NUM_OK) continue;
+        t->num = i + 1;
+        grove__quote(t->q, sizeof t->q, f[i], fl[i]);
+        switch (rc) {
+        case GROVE__NUM_NAN: return t->kind = TL_NAN;
+        case GROVE__NUM_INF: return t->kind = TL_INF;
+        case GROVE__NUM_RANGE: return t->kind = TL_RANGE;
+        case GROVE__NUM_NOMEM: return t->kind = TL_NOMEM;
+        default: return t->kind = TL_NUMBER;
+        }
+    }
+    for (size_t i = 0; i < k; i++)
+        if (fabsf(xy[i]) > GROVE_BEZIER_MAX_COORD) {
+            t->num = i + 1;
+            t->v = xy[i];
+            return t->kind = TL_BIG;
+        }
+    return t->kind = TL_CURVE;
+}
+
+/* The message of a line's error (t->kind not TL_CURVE or TL_SKIP), for line ln of r's file. */
+static grove_status line_error(const grove__rd *r, unsigned long long ln, const tline *t)
+{
+    switch (t->kind) {
+    case TL_SVG:
+        return grove__error(r->ctx, GROVE_ERR_BAD_INPUT,
+                            "%s:%llu: this looks like SVG or XML, not a text curve file "
+                            "(read it as SVG: a .svg name or the SVG format)",
+                            r->path, ln);
+    case TL_EMPTY:
+        return grove__error(r->ctx, GROVE_ERR_BAD_INPUT,
+                            "%s:%llu: number %zu is empty (a comma at the start or end "
+                            "of the line, or two commas in a row)",
+                            r->path, ln, t->num);
+    case TL_COUNT:
+        return grove__error(r->ctx, GROVE_ERR_BAD_INPUT,
+                            "%s:%llu: %zu number%s; a curve is 4 (a line), 6 (a quadratic) or "
+                            "8 (a cubic) numbers",
+                            r->path, ln, t->k, t->k == 1 ? "" : "s");
+    case TL_NAN:
+        return grove__error(r->ctx, GROVE_ERR_BAD_INPUT, "%s:%llu: number %zu is NaN", r->path,
+                            ln, t->num);
+    case TL_INF:
+        return grove__error(r->ctx, GROVE_ERR_BAD_INPUT, "%s:%llu: number %zu is infinite",
+                            r->path, ln, t->num);
+    case TL_RANGE:
+        return grove__error(r->ctx, GROVE_ERR_BAD_INPUT,
+                            "%s:%llu: number %zu is out of float range: '%s'", r->path, ln,
+                            t->num, t->q);
+    case TL_NOMEM:
+        return grove__error(r->ctx, GROVE_ERR_OUT_OF_MEMORY, "%s:%llu: out of memory", r->path,
+                            ln);
+    case TL_BIG:
+        return grove__error(r->ctx, GROVE_ERR_BAD_INPUT,
+                            "%s:%llu: number %zu (%.9g) is larger in magnitude than %g, "
+                            "the largest coordinate accepted",
+                            r->path, ln, t->num, (double)t->v, (double)GROVE_BEZIER_MAX_COORD);
+    default:
+        return grove__error(r->ctx, GROVE_ERR_BAD_INPUT,
+                            "%s:%llu: number %zu is not a number: '%s'", r->path, ln, t->num,
+                            t->q);
+    }
+}
+
+/* Text files are read in blocks of whole lines, parsed on the context's threads (a block cut
+ * into pieces of whole lines, a piece a thread, each into curves of its own), then appended in
+ * order; the first error in file order is reported, with its line number. A line over
+ * TEXT_BLOCK bytes is refused, as the line reader refuses lines over GROVE__IO_MAX_LINE. */
+#define TEXT_BLOCK GROVE__IO_MAX_LINE
+
+typedef struct tpiece {
+    char *beg, *end; /* whole lines; the last one may lack its '\n' only at the end of file */
+    float *cp;       /* 8 floats a curve */
+    uint8_t *deg;
+    size_t n;        /* curves */
+    uint64_t lines;  /* lines parsed (up to and including an error's) */
+    int bad;         /* an error on line `lines` of the piece, described by err */
+    tline err;
+} tpiece;
+
+static void parse_piece(tpiece *pc)
+{
+    char *p = pc->beg;
+    pc->n = 0;
+    pc->lines = 0;
+    pc->bad = 0;
+    while (p < pc->end) {
+        char *nl = (char *)memchr(p, '\n', (size_t)(pc->end - p));
+        char *e = nl ? nl : pc->end;
+        float xy[8];
+        pc->lines++;
+        if (parse_line(p, (size_t)(e - p), xy, &pc->err) == TL_CURVE) {
+            const int deg = (int)pc->err.k / 2 - 1;
+            float *cp = pc->cp + 8 * pc->n;
+            memcpy(cp, xy, (size_t)(2 * (deg + 1)) * sizeof(float));
+            pc->deg[pc->n++] = (uint8_t)deg;
+        } else if (pc->err.kind != TL_SKIP) {
+            pc->bad = 1;
+            return;
+        }
+        p = e + 1;
+    }
+}
+
 static grove_status read_text(grove__rd *r, grove__bz_sink *s)
 {
-    char *line, *f[8], q[64];
-    size_t len, fl[8], avail;
-    int got;
+    const int nt = grove__threads(r->ctx);
+    tpiece *pcs = (tpiece *)calloc((size_t)nt, sizeof *pcs);
+    float *cp = NULL;
+    uint8_t *deg = NULL;
+    size_t avail;
+    grove_status st = GROVE_OK;
 
+    if (!pcs) return grove__error(r->ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory", r->path);
     /* A UTF-8 byte order mark is not part of the first number. */
-    GROVE_TRY(grove__rd_need(r, 3, &avail));
+    GROVE_TRY_END(st, grove__rd_need(r, 3, &avail));
     if (avail >= 3 && memcmp(r->buf + r->beg, "\xEF\xBB\xBF", 3) == 0) r->beg += 3;
-
-    for (;;) {
-        char *p, *e, *hash;
-        size_t k = 0;
-        float xy[8];
-        unsigned long long ln;
-
-        GROVE_TRY(grove__rd_line(r, &line, &len, &got));
-        if (!got) break;
-        ln = (unsigned long long)r->line;
-        p = line;
-        e = line + len;
-        hash = (char *)memchr(p, '#', len);
-        if (hash) e = hash;
-        while (p < e && is_space(*p)) p++;
-        if (p == e) continue;
-        if (*p == '<')
-            return grove__error(r->ctx, GROVE_ERR_BAD_INPUT,
-                                "%s:%llu: this looks like SVG or XML, not a text curve file "
-                                "(read it as SVG: a .svg name or the SVG format)",
-                                r->path, ln);
-        /* Fields: a run of blanks, or one comma with blanks around it, separates two numbers. */
-        for (;;) {
-            char *b = p;
-            while (p < e && *p != ',' && !is_space(*p)) p++;
-            if (p == b)
-                return grove__error(r->ctx, GROVE_ERR_BAD_INPUT,
-                                    "%s:%llu: number %zu is empty (a comma at the start or end "
-                                    "of the line, or two commas in a row)",
-                                    r->path, ln, k + 1);
-            if (k < 8) {
-                f[k] = b;
-                fl[k] = (size_t)(p - b);
-            }
-            k++;
-            while (p < e && is_space(*p)) p++;
-            if (p < e && *p == ',') {
-                p++;
-                while (p < e && is_space(*p)) p++;
-                continue; /* a number must follow, even at the end of the line */
-            }
-            if (p == e) break;
-        }
-        if (k != 4 && k != 6 && k != 8)
-            return grove__error(r->ctx, GROVE_ERR_BAD_INPUT,
-                                "%s:%llu: %zu number%s; a curve is 4 (a line), 6 (a quadratic) or "
-                                "8 (a cubic) numbers",
-                                r->path, ln, k, k == 1 ? "" : "s");
-        for (size_t i = 0; i < k; i++) {
-            int rc = grove__parse_float(f[i], fl[i], &xy[i]);
-            if (rc == GROVE__NUM_OK) continue;
-            grove__quote(q, sizeof q, f[i], fl[i]);
-            switch (rc) {
-            case GROVE__NUM_NAN:
-                return grove__error(r->ctx, GROVE_ERR_BAD_INPUT, "%s:%llu: number %zu is NaN",
-                                    r->path, ln, i + 1);
-            case GROVE__NUM_INF:
-                return grove__error(r->ctx, GROVE_ERR_BAD_INPUT,
-                                    "%s:%llu: number %zu is infinite", r->path, ln, i + 1);
-            case GROVE__NUM_RANGE:
-                return grove__error(r->ctx, GROVE_ERR_BAD_INPUT,
-                                    "%s:%llu: number %zu is out of float range: '%s'", r->path,
-                                    ln, i + 1, q);
-            case GROVE__NUM_NOMEM:
-                return grove__error(r->ctx, GROVE_ERR_OUT_OF_MEMORY, "%s:%llu: out of memory",
-                                    r->path, ln);
-            default:
-                return grove__error(r->ctx, GROVE_ERR_BAD_INPUT,
-                                    "%s:%llu: number %zu is not a number: '%s'", r->path, ln,
-                                    i + 1, q);
-            }
-        }
-        for (size_t i = 0; i < k; i++)
-            if (fabsf(xy[i]) > GROVE_BEZIER_MAX_COORD)
-                return grove__error(r->ctx, GROVE_ERR_BAD_INPUT,
-                                    "%s:%llu: number %zu (%.9g) is larger in magnitude than %g, "
-                                    "the largest coordinate accepted",
-                                    r->path, ln, i + 1, (double)xy[i],
-                                    (double)GROVE_BEZIER_MAX_COORD);
-        GROVE_TRY(grove__bz_sink_push(s, (int)k / 2 - 1, xy));
+    /* room for the curves of a block: a curve line is at least 8 bytes ("0 0 0 0\n") */
+    cp = (float *)malloc((TEXT_BLOCK / 8 + (size_t)nt + 1) * 8 * sizeof(float));
+    deg = (uint8_t *)malloc(TEXT_BLOCK / 8 + (size_t)nt + 1);
+    if (!cp || !deg) {
+        st = grove__error(r->ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory", r->path);
+        goto _end;
     }
-    return GROVE_OK;
+    for (;;) {
+        char *b, *cut, *nl = NULL;
+        size_t look;
+        int np = 0;
+        GROVE_TRY_END(st, grove__rd_need(r, TEXT_BLOCK + 1, &avail));
+        if (avail == 0) break;
+        b = r->buf + r->beg;
+        /* up to the block's last '\n'; a line is at most TEXT_BLOCK bytes without it */
+        look = avail < TEXT_BLOCK + 1 ? avail : TEXT_BLOCK + 1;
+        for (size_t i = look; i-- > 0;)
+            if (b[i] == '\n') {
+                nl = b + i;
+                break;
+            }
+        if (nl) {
+            cut = nl + 1;
+        } else if (avail > TEXT_BLOCK) {
+            st = grove__error(r->ctx, GROVE_ERR_LIMIT,
+                              "%s:%llu: line is longer than %zu bytes (is this a text file "
+                              "with '\\n' line ends?)",
+                              r->path, (unsigned long long)r->line + 1, (size_t)TEXT_BLOCK);
+            goto _end;
+        } else {
+            cut = b + avail; /* the file's last line, without a '\n' (r->eof) */
+        }
+        /* pieces of about equal size, each ending after a '\n' (or at cut) */
+        {
+            const size_t size = (size_t)(cut - b);
+            const size_t per = size / (size_t)nt + 1;
+            char *p = b;
+            float *cpn = cp;
+            uint8_t *dg = deg;
+            while (p < cut && np < nt) {
+                char *e = np == nt - 1 || (size_t)(cut - p) <= per ? cut : p + per;
+                if (e < cut) {
+                    char *q = (char *)memchr(e - 1, '\n', (size_t)(cut - (e - 1)));
+                    e = q ? q + 1 : cut;
+                }
+                pcs[np].beg = p;
+                pcs[np].end = e;
+                pcs[np].cp = cpn;
+                pcs[np].deg = dg;
+                /* curves of this piece: at most its bytes / 8, plus a last line without '\n' */
+                cpn += ((size_t)(e - p) / 8 + 1) * 8;
+                dg += (size_t)(e - p) / 8 + 1;
+                np++;
+                p = e;
+            }
+        }
+#pragma omp parallel for num_threads(np) schedule(static, 1)
+        for (int i = 0; i < np; i++) parse_piece(&pcs[i]);
+        for (int i = 0; i < np; i++) {
+            if (pcs[i].bad) {
+                st = line_error(r, (unsigned long long)(r->line + pcs[i].lines), &pcs[i].err);
+                goto _end;
+            }
+            for (size_t c = 0; c < pcs[i].n; c++)
+                GROVE_TRY_END(st, grove__bz_sink_push(s, pcs[i].deg[c], pcs[i].cp + 8 * c));
+            r->line += pcs[i].lines;
+        }
+        r->beg += (size_t)(cut - b);
+        r->scan = 0;
+    }
+_end:
+    free(pcs);
+    free(cp);
+    free(deg);
+    return st;
 }
 
 /* ---- reading: the public call ---- */
