@@ -1481,6 +1481,88 @@ static uint64_t checksum(const float *v, size_t m)
     return h;
 }
 
+/* A text file of several of the reader's blocks: rows among blank lines, comments and CRLF
+ * line ends read back exactly; a broken row in the second half is reported with its line
+ * number (counted across blocks and threads' pieces); a missing last '\n' changes nothing. */
+static void test_text_blocks(size_t n)
+{
+    tu_rng r = {11};
+    float *v = (float *)tu_malloc((n ? n : 1) * 3 * sizeof(float));
+    size_t *at = (size_t *)tu_malloc((n ? n : 1) * sizeof(size_t));
+    uint64_t *ln = (uint64_t *)tu_malloc((n ? n : 1) * sizeof(uint64_t));
+    size_t cap = 1 << 20, len = 0;
+    uint64_t line = 1;
+    char *text = (char *)tu_malloc(cap);
+    len = (size_t)sprintf(text, "x y z\n");
+    for (size_t i = 0; i < n; i++) {
+        char row[160];
+        size_t k = 0;
+        const uint32_t extra = tu_u32(&r) % 16;
+        if (extra == 0) k += (size_t)sprintf(row + k, "\n"), line++;
+        if (extra == 1) k += (size_t)sprintf(row + k, "  # note\n"), line++;
+        at[i] = len + k;
+        ln[i] = ++line;
+        for (int d = 0; d < 3; d++) {
+            v[3 * i + d] = tu_f32(&r, -1e4f, 1e4f);
+            k += (size_t)sprintf(row + k, "%s%.9g", d ? (extra == 3 ? "\t" : ",") : "",
+                                 (double)v[3 * i + d]);
+        }
+        k += (size_t)sprintf(row + k, extra == 2 ? "\r\n" : "\n");
+        if (len + k + 1 > cap) {
+            cap *= 2;
+            text = (char *)realloc(text, cap);
+            if (!text) exit(2);
+        }
+        memcpy(text + len, row, k);
+        len += k;
+    }
+    for (int variant = 0; variant < 5; variant++) {
+        /* 0 as written, 1 no last '\n', 2..4 row j broken: 2 columns, an empty one, a word */
+        static const char *broken[] = {"1,2", "1,,3", "1 2 zz"};
+        static const char *want[] = {"row has 2 columns, need 3", "column 2 is empty",
+                                     "column 3 is not a number: 'zz'"};
+        const size_t j = n ? n / 2 + tu_u32(&r) % (n - n / 2) : 0;
+        FILE *f = fopen(path_of("blocks.csv"), "wb");
+        grove_points q = {NULL, 0, 0};
+        if (!f) exit(2);
+        if (variant >= 2) {
+            const size_t rest = strcspn(text + at[j], "\r\n");
+            if (!n) {
+                fclose(f);
+                continue;
+            }
+            fwrite(text, 1, at[j], f);
+            fputs(broken[variant - 2], f);
+            fwrite(text + at[j] + rest, 1, len - at[j] - rest, f);
+        } else {
+            size_t w = len;
+            if (variant == 1) w -= text[len - 2] == '\r' ? 2 : 1;
+            fwrite(text, 1, w, f);
+        }
+        fclose(f);
+        if (variant >= 2) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "blocks.csv:%llu: %s", (unsigned long long)ln[j],
+                     want[variant - 2]);
+            CHECK_STATUS(ctx, grove_points_read(ctx, path_of("blocks.csv"), TXT, 0, &q),
+                         GROVE_ERR_BAD_INPUT);
+            CHECK_MSG(strstr(grove_ctx_last_error(ctx), msg) != NULL, "blocks: '%s', want '%s'",
+                      grove_ctx_last_error(ctx), msg);
+        } else {
+            CHECK_OK(ctx, grove_points_read(ctx, path_of("blocks.csv"), TXT, 0, &q));
+            CHECK_MSG(q.n == n && q.dims == 3 &&
+                          (n == 0 || memcmp(q.xyz, v, 3 * n * sizeof(float)) == 0),
+                      "blocks variant %d: %zu points of %zu, dims %d", variant, q.n, n, q.dims);
+        }
+        grove_points_free(&q);
+    }
+    unlink(path_of("blocks.csv"));
+    free(text);
+    free(at);
+    free(ln);
+    free(v);
+}
+
 static void test_large(size_t n)
 {
     tu_rng r = {7};
@@ -1587,6 +1669,7 @@ int main(int argc, char **argv)
     test_double_exact();
     test_double();
     test_locale();
+    test_text_blocks(large / 8);
     test_large(large);
     grove_ctx_destroy(ctx);
     remove_dir();

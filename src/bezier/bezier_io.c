@@ -174,7 +174,7 @@ static grove_status line_error(const grove__rd *r, unsigned long long ln, const 
  * into pieces of whole lines, a piece a thread, each into curves of its own), then appended in
  * order; the first error in file order is reported, with its line number. A line over
  * TEXT_BLOCK bytes is refused, as the line reader refuses lines over GROVE__IO_MAX_LINE. */
-#define TEXT_BLOCK GROVE__IO_MAX_LINE
+#define TEXT_BLOCK GROVE__IO_MAX_LINE /* grove__rd_block's */
 
 typedef struct tpiece {
     char *beg, *end; /* whole lines; the last one may lack its '\n' only at the end of file */
@@ -214,12 +214,17 @@ static grove_status read_text(grove__rd *r, grove__bz_sink *s)
 {
     const int nt = grove__threads(r->ctx);
     tpiece *pcs = (tpiece *)calloc((size_t)nt, sizeof *pcs);
+    char **at = (char **)malloc(((size_t)nt + 1) * sizeof *at);
     float *cp = NULL;
     uint8_t *deg = NULL;
     size_t avail;
     grove_status st = GROVE_OK;
 
-    if (!pcs) return grove__error(r->ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory", r->path);
+    if (!pcs || !at) {
+        free(pcs);
+        free(at);
+        return grove__error(r->ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory", r->path);
+    }
     /* A UTF-8 byte order mark is not part of the first number. */
     GROVE_TRY_END(st, grove__rd_need(r, 3, &avail));
     if (avail >= 3 && memcmp(r->buf + r->beg, "\xEF\xBB\xBF", 3) == 0) r->beg += 3;
@@ -231,70 +236,43 @@ static grove_status read_text(grove__rd *r, grove__bz_sink *s)
         goto _end;
     }
     for (;;) {
-        char *b, *cut, *nl = NULL;
-        size_t look;
-        int np = 0;
-        GROVE_TRY_END(st, grove__rd_need(r, TEXT_BLOCK + 1, &avail));
-        if (avail == 0) break;
-        b = r->buf + r->beg;
-        /* up to the block's last '\n'; a line is at most TEXT_BLOCK bytes without it */
-        look = avail < TEXT_BLOCK + 1 ? avail : TEXT_BLOCK + 1;
-        for (size_t i = look; i-- > 0;)
-            if (b[i] == '\n') {
-                nl = b + i;
-                break;
-            }
-        if (nl) {
-            cut = nl + 1;
-        } else if (avail > TEXT_BLOCK) {
-            st = grove__error(r->ctx, GROVE_ERR_LIMIT,
-                              "%s:%llu: line is longer than %zu bytes (is this a text file "
-                              "with '\\n' line ends?)",
-                              r->path, (unsigned long long)r->line + 1, (size_t)TEXT_BLOCK);
-            goto _end;
-        } else {
-            cut = b + avail; /* the file's last line, without a '\n' (r->eof) */
-        }
-        /* pieces of about equal size, each ending after a '\n' (or at cut) */
+        char *b, *cut;
+        uint64_t lines = 0;
+        int np, got;
+        GROVE_TRY_END(st, grove__rd_block(r, &b, &cut, &got));
+        if (!got) break;
+        np = grove__split_lines(b, cut, nt, at);
         {
-            const size_t size = (size_t)(cut - b);
-            const size_t per = size / (size_t)nt + 1;
-            char *p = b;
             float *cpn = cp;
             uint8_t *dg = deg;
-            while (p < cut && np < nt) {
-                char *e = np == nt - 1 || (size_t)(cut - p) <= per ? cut : p + per;
-                if (e < cut) {
-                    char *q = (char *)memchr(e - 1, '\n', (size_t)(cut - (e - 1)));
-                    e = q ? q + 1 : cut;
-                }
-                pcs[np].beg = p;
-                pcs[np].end = e;
-                pcs[np].cp = cpn;
-                pcs[np].deg = dg;
-                /* curves of this piece: at most its bytes / 8, plus a last line without '\n' */
-                cpn += ((size_t)(e - p) / 8 + 1) * 8;
-                dg += (size_t)(e - p) / 8 + 1;
-                np++;
-                p = e;
+            for (int i = 0; i < np; i++) {
+                /* curves of a piece: at most its bytes / 8, plus a last line without '\n' */
+                const size_t most = (size_t)(at[i + 1] - at[i]) / 8 + 1;
+                pcs[i].beg = at[i];
+                pcs[i].end = at[i + 1];
+                pcs[i].cp = cpn;
+                pcs[i].deg = dg;
+                cpn += most * 8;
+                dg += most;
             }
         }
 #pragma omp parallel for num_threads(np) schedule(static, 1)
         for (int i = 0; i < np; i++) parse_piece(&pcs[i]);
         for (int i = 0; i < np; i++) {
             if (pcs[i].bad) {
-                st = line_error(r, (unsigned long long)(r->line + pcs[i].lines), &pcs[i].err);
+                st = line_error(r, (unsigned long long)(r->line + lines + pcs[i].lines),
+                                &pcs[i].err);
                 goto _end;
             }
             for (size_t c = 0; c < pcs[i].n; c++)
                 GROVE_TRY_END(st, grove__bz_sink_push(s, pcs[i].deg[c], pcs[i].cp + 8 * c));
-            r->line += pcs[i].lines;
+            lines += pcs[i].lines;
         }
-        r->beg += (size_t)(cut - b);
-        r->scan = 0;
+        grove__rd_consume(r, (size_t)(cut - b), lines);
     }
 _end:
     free(pcs);
+    free(at);
     free(cp);
     free(deg);
     return st;

@@ -153,6 +153,57 @@ grove_status grove__rd_skip(grove__rd *r, uint64_t n, uint64_t *done)
     return GROVE_OK;
 }
 
+grove_status grove__rd_block(grove__rd *r, char **b, char **cut, int *got)
+{
+    const size_t max = GROVE__IO_MAX_LINE;
+    size_t avail, look;
+    char *nl = NULL;
+    GROVE_TRY(grove__rd_need(r, max + 1, &avail));
+    *got = avail > 0;
+    if (!*got) return GROVE_OK;
+    *b = r->buf + r->beg;
+    look = avail < max + 1 ? avail : max + 1;
+    for (size_t i = look; i-- > 0;)
+        if ((*b)[i] == '\n') {
+            nl = *b + i;
+            break;
+        }
+    if (nl) {
+        *cut = nl + 1;
+    } else if (avail > max) {
+        return grove__error(r->ctx, GROVE_ERR_LIMIT,
+                            "%s:%llu: line is longer than %zu bytes (is this a text file "
+                            "with '\\n' line ends?)",
+                            r->path, (unsigned long long)r->line + 1, max);
+    } else {
+        *cut = *b + avail; /* the file's last line, without a '\n' */
+    }
+    return GROVE_OK;
+}
+
+void grove__rd_consume(grove__rd *r, size_t bytes, uint64_t lines)
+{
+    r->beg += bytes;
+    r->line += lines;
+    r->scan = 0;
+}
+
+int grove__split_lines(char *b, char *cut, int n, char **at)
+{
+    const size_t per = (size_t)(cut - b) / (size_t)n + 1;
+    int np = 0;
+    at[0] = b;
+    while (at[np] < cut && np < n) {
+        char *p = at[np], *e = np == n - 1 || (size_t)(cut - p) <= per ? cut : p + per;
+        if (e < cut) {
+            char *q = (char *)memchr(e - 1, '\n', (size_t)(cut - (e - 1)));
+            e = q ? q + 1 : cut;
+        }
+        at[++np] = e;
+    }
+    return np;
+}
+
 /* ---- numbers ---- */
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }

@@ -44,6 +44,18 @@ grove_status grove__rd_need(grove__rd *r, size_t n, size_t *avail);
 /* Consumes up to n bytes; *done receives how many there were before end of file. */
 grove_status grove__rd_skip(grove__rd *r, uint64_t n, uint64_t *done);
 
+/* For readers that parse many lines in parallel: the next block of whole lines, [*b, *cut),
+ * at most GROVE__IO_MAX_LINE + 1 bytes, ending after a '\n' or at the end of the file (whose
+ * last line may lack it); *got is 0 at the end of the file. A line over GROVE__IO_MAX_LINE
+ * bytes is refused as grove__rd_line refuses it. The bytes stay writable and valid until
+ * grove__rd_consume(r, cut - b, lines) moves past them (lines: the block's lines). */
+grove_status grove__rd_block(grove__rd *r, char **b, char **cut, int *got);
+void grove__rd_consume(grove__rd *r, size_t bytes, uint64_t lines);
+
+/* Cuts [b, cut), whole lines, into at most n pieces of whole lines of about equal size: piece i
+ * is [at[i], at[i + 1]); returns the number of pieces (at least 1 when b < cut). */
+int grove__split_lines(char *b, char *cut, int n, char **at);
+
 /* Result of grove__parse_real and grove__parse_float. */
 enum {
     GROVE__NUM_OK = 0,

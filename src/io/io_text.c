@@ -1,7 +1,8 @@
 /*
  * io_text.c - CSV and whitespace-separated point files (.csv, .txt, .xyz).
  *
- * One line at a time: a line holds one point in its first 2 or 3 fields; fields are separated
+ * A line holds one point in its first 2 or 3 fields (the header and first row a line at a time,
+ * the rest in blocks of lines parsed in parallel); fields are separated
  * by a comma or by a run of spaces/tabs (whitespace around a comma is part of the separator).
  * Semicolons are deliberately not separators: in "1,5;2,5" (a decimal-comma CSV) they make a
  * field that is not a number, so such a file fails loudly instead of being read as other points.
@@ -135,6 +136,144 @@ static grove_status value_error(grove__rd *r, unsigned long long ln, size_t col,
     }
 }
 
+/* After the first data row, the rest of a points file is read in blocks of whole lines,
+ * parsed on the context's threads (a piece of whole lines a thread, values into a buffer of its
+ * own), then appended in order; the first error in file order is reported with its line number,
+ * as the one-line-at-a-time loop would. A line over TEXT_BLOCK bytes is refused, as the line
+ * reader refuses lines over GROVE__IO_MAX_LINE. */
+#define TEXT_BLOCK GROVE__IO_MAX_LINE /* grove__rd_block's */
+
+enum { PE_COLS = 1, PE_EMPTY, PE_VALUE };
+typedef struct ppiece {
+    char *beg, *end; /* whole lines; the last may lack its '\n' only at the end of the file */
+    double *v;       /* dims values a row */
+    size_t n;        /* rows */
+    uint64_t lines;  /* lines parsed (up to and including an error's) */
+    int bad;         /* PE_*: an error on line `lines` of the piece */
+    size_t k;        /* PE_COLS: the row's columns; PE_EMPTY, PE_VALUE: the column, 1-based */
+    int rc;          /* PE_VALUE: grove__parse_real's answer */
+    char *f;         /* PE_VALUE: the field */
+    size_t fl;
+} ppiece;
+
+static void parse_points(ppiece *pc, int dims, int f64)
+{
+    char *p = pc->beg, *f[3];
+    size_t fl[3];
+    pc->n = 0;
+    pc->lines = 0;
+    pc->bad = 0;
+    while (p < pc->end) {
+        char *nl = (char *)memchr(p, '\n', (size_t)(pc->end - p));
+        char *e = nl ? nl : pc->end, *next = e + 1;
+        size_t k;
+        pc->lines++;
+        if (e > p && e[-1] == '\r') e--; /* as the line reader: one '\r' before the '\n' */
+        while (p < e && is_blank(*p)) p++;
+        if (p == e || *p == '#') {
+            p = next;
+            continue;
+        }
+        k = split(p, e, 3, f, fl);
+        if (k < (size_t)dims) {
+            pc->bad = PE_COLS;
+            pc->k = k;
+            return;
+        }
+        for (int c = 0; c < dims; c++) {
+            double v;
+            int rc;
+            if (fl[c] == 0) {
+                pc->bad = PE_EMPTY;
+                pc->k = (size_t)c + 1;
+                return;
+            }
+            rc = grove__parse_real(f[c], fl[c], f64, &v);
+            if (rc != GROVE__NUM_OK) {
+                pc->bad = PE_VALUE;
+                pc->k = (size_t)c + 1;
+                pc->rc = rc;
+                pc->f = f[c];
+                pc->fl = fl[c];
+                return;
+            }
+            pc->v[pc->n * (size_t)dims + (size_t)c] = v;
+        }
+        pc->n++;
+        p = next;
+    }
+}
+
+static grove_status read_rows_blocks(grove__rd *r, int dims, grove__pts *out, size_t *cap)
+{
+    const int nt = grove__threads(r->ctx);
+    /* a data row is at least 4 bytes with its '\n' ("0,0"), a last one without it 3 */
+    const size_t rows_max = TEXT_BLOCK / 4 + (size_t)nt + 1;
+    ppiece *pcs = (ppiece *)calloc((size_t)nt, sizeof *pcs);
+    char **at = (char **)malloc(((size_t)nt + 1) * sizeof *at);
+    double *vals = (double *)malloc(rows_max * (size_t)dims * sizeof(double));
+    grove_status st = GROVE_OK;
+    if (!pcs || !at || !vals) {
+        st = grove__error(r->ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory", r->path);
+        goto _end;
+    }
+    for (;;) {
+        char *b, *cut;
+        size_t rows = 0;
+        uint64_t lines = 0;
+        int np, got;
+        GROVE_TRY_END(st, grove__rd_block(r, &b, &cut, &got));
+        if (!got) break;
+        np = grove__split_lines(b, cut, nt, at);
+        {
+            double *v = vals;
+            for (int i = 0; i < np; i++) {
+                pcs[i].beg = at[i];
+                pcs[i].end = at[i + 1];
+                pcs[i].v = v;
+                v += ((size_t)(at[i + 1] - at[i]) / 4 + 1) * (size_t)dims;
+            }
+        }
+#pragma omp parallel for num_threads(np) schedule(static, 1)
+        for (int i = 0; i < np; i++) parse_points(&pcs[i], dims, out->f64);
+        for (int i = 0; i < np; i++) {
+            const unsigned long long ln = (unsigned long long)(r->line + lines + pcs[i].lines);
+            if (pcs[i].bad == PE_COLS) {
+                st = grove__error(r->ctx, GROVE_ERR_BAD_INPUT,
+                                  "%s:%llu: row has %zu column%s, need %d", r->path, ln,
+                                  pcs[i].k, pcs[i].k == 1 ? "" : "s", dims);
+                goto _end;
+            }
+            if (pcs[i].bad == PE_EMPTY) {
+                st = grove__error(r->ctx, GROVE_ERR_BAD_INPUT, "%s:%llu: column %zu is empty",
+                                  r->path, ln, pcs[i].k);
+                goto _end;
+            }
+            if (pcs[i].bad == PE_VALUE) {
+                st = value_error(r, ln, pcs[i].k, NULL, pcs[i].rc, pcs[i].f, pcs[i].fl,
+                                 out->f64);
+                goto _end;
+            }
+            rows += pcs[i].n;
+            lines += pcs[i].lines;
+        }
+        if (rows > 0) {
+            size_t k = out->n * (size_t)dims;
+            GROVE_TRY_END(st, grove__pts_reserve(r->ctx, out, cap, out->n + rows, 0));
+            for (int i = 0; i < np; i++)
+                for (size_t j = 0; j < pcs[i].n * (size_t)dims; j++)
+                    grove__pts_set(out, k++, pcs[i].v[j]);
+            out->n += rows;
+        }
+        grove__rd_consume(r, (size_t)(cut - b), lines);
+    }
+_end:
+    free(pcs);
+    free(at);
+    free(vals);
+    return st;
+}
+
 grove_status grove__read_text(grove__rd *r, int dims, grove__pts *out)
 {
     char *f[3];
@@ -142,6 +281,7 @@ grove_status grove__read_text(grove__rd *r, int dims, grove__pts *out)
     int got, first = 1;
 
     GROVE_TRY(skip_bom(r));
+    /* the header (if any) and the first data row, a line at a time; then blocks */
     for (;;) {
         char *p, *e;
         size_t k;
@@ -182,7 +322,9 @@ grove_status grove__read_text(grove__rd *r, int dims, grove__pts *out)
             grove__pts_set(out, at + (size_t)c, v);
         }
         out->n++;
+        break;
     }
+    if (got) GROVE_TRY(read_rows_blocks(r, dims, out, &cap));
     out->dims = dims ? dims : 2;
     return GROVE_OK;
 }
