@@ -172,9 +172,7 @@ static grove_status line_error(const grove__rd *r, unsigned long long ln, const 
 
 /* Text files are read in blocks of whole lines, parsed on the context's threads (a block cut
  * into pieces of whole lines, a piece a thread, each into curves of its own), then appended in
- * order; the first error in file order is reported, with its line number. A line over
- * TEXT_BLOCK bytes is refused, as the line reader refuses lines over GROVE__IO_MAX_LINE. */
-#define TEXT_BLOCK GROVE__IO_MAX_LINE /* grove__rd_block's */
+ * order; the first error in file order is reported, with its line number (grove__rd_pieces). */
 
 typedef struct tpiece {
     char *beg, *end; /* whole lines; the last one may lack its '\n' only at the end of file */
@@ -217,7 +215,6 @@ static grove_status read_text(grove__rd *r, grove__bz_sink *s)
     char **at = (char **)malloc(((size_t)nt + 1) * sizeof *at);
     float *cp = NULL;
     uint8_t *deg = NULL;
-    size_t avail;
     grove_status st = GROVE_OK;
 
     if (!pcs || !at) {
@@ -226,22 +223,19 @@ static grove_status read_text(grove__rd *r, grove__bz_sink *s)
         return grove__error(r->ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory", r->path);
     }
     /* A UTF-8 byte order mark is not part of the first number. */
-    GROVE_TRY_END(st, grove__rd_need(r, 3, &avail));
-    if (avail >= 3 && memcmp(r->buf + r->beg, "\xEF\xBB\xBF", 3) == 0) r->beg += 3;
+    GROVE_TRY_END(st, grove__rd_skip_bom(r));
     /* room for the curves of a block: a curve line is at least 8 bytes ("0 0 0 0\n") */
-    cp = (float *)malloc((TEXT_BLOCK / 8 + (size_t)nt + 1) * 8 * sizeof(float));
-    deg = (uint8_t *)malloc(TEXT_BLOCK / 8 + (size_t)nt + 1);
+    cp = (float *)malloc((GROVE__IO_BLOCK / 8 + (size_t)nt) * 8 * sizeof(float));
+    deg = (uint8_t *)malloc(GROVE__IO_BLOCK / 8 + (size_t)nt);
     if (!cp || !deg) {
         st = grove__error(r->ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory", r->path);
         goto _end;
     }
     for (;;) {
-        char *b, *cut;
         uint64_t lines = 0;
-        int np, got;
-        GROVE_TRY_END(st, grove__rd_block(r, &b, &cut, &got));
-        if (!got) break;
-        np = grove__split_lines(b, cut, nt, at);
+        int np;
+        GROVE_TRY_END(st, grove__rd_pieces(r, nt, at, &np));
+        if (np == 0) break;
         {
             float *cpn = cp;
             uint8_t *dg = deg;
@@ -268,7 +262,7 @@ static grove_status read_text(grove__rd *r, grove__bz_sink *s)
                 GROVE_TRY_END(st, grove__bz_sink_push(s, pcs[i].deg[c], pcs[i].cp + 8 * c));
             lines += pcs[i].lines;
         }
-        grove__rd_consume(r, (size_t)(cut - b), lines);
+        grove__rd_consume(r, (size_t)(at[np] - at[0]), lines);
     }
 _end:
     free(pcs);

@@ -85,6 +85,15 @@ static grove_status rd_fill(grove__rd *r, size_t room)
     return GROVE_OK;
 }
 
+/* The error for a line (the next) over GROVE__IO_MAX_LINE bytes. */
+static grove_status long_line(const grove__rd *r)
+{
+    return grove__error(r->ctx, GROVE_ERR_LIMIT,
+                        "%s:%llu: line is longer than %zu bytes (is this a text file with '\\n' "
+                        "line ends?)",
+                        r->path, (unsigned long long)r->line + 1, (size_t)GROVE__IO_MAX_LINE);
+}
+
 grove_status grove__rd_line(grove__rd *r, char **line, size_t *len, int *got)
 {
     char *s;
@@ -99,12 +108,7 @@ grove_status grove__rd_line(grove__rd *r, char **line, size_t *len, int *got)
             break;
         }
         r->scan = have;
-        if (have > GROVE__IO_MAX_LINE)
-            return grove__error(r->ctx, GROVE_ERR_LIMIT,
-                                "%s:%llu: line is longer than %zu bytes (is this a text file "
-                                "with '\\n' line ends?)",
-                                r->path, (unsigned long long)r->line + 1,
-                                (size_t)GROVE__IO_MAX_LINE);
+        if (have > GROVE__IO_MAX_LINE) return long_line(r);
         if (r->eof) {
             if (have == 0) {
                 *got = 0;
@@ -153,30 +157,43 @@ grove_status grove__rd_skip(grove__rd *r, uint64_t n, uint64_t *done)
     return GROVE_OK;
 }
 
-grove_status grove__rd_block(grove__rd *r, char **b, char **cut, int *got)
+grove_status grove__rd_skip_bom(grove__rd *r)
 {
-    const size_t max = GROVE__IO_MAX_LINE;
+    size_t avail;
+    GROVE_TRY(grove__rd_need(r, 3, &avail));
+    if (avail >= 3 && memcmp(r->buf + r->beg, "\xEF\xBB\xBF", 3) == 0) r->beg += 3;
+    return GROVE_OK;
+}
+
+grove_status grove__rd_pieces(grove__rd *r, int n, char **at, int *np)
+{
     size_t avail, look;
-    char *nl = NULL;
-    GROVE_TRY(grove__rd_need(r, max + 1, &avail));
-    *got = avail > 0;
-    if (!*got) return GROVE_OK;
-    *b = r->buf + r->beg;
-    look = avail < max + 1 ? avail : max + 1;
+    char *b, *cut = NULL;
+    *np = 0;
+    GROVE_TRY(grove__rd_need(r, GROVE__IO_BLOCK, &avail));
+    if (avail == 0) return GROVE_OK;
+    b = r->buf + r->beg;
+    look = avail < GROVE__IO_BLOCK ? avail : GROVE__IO_BLOCK;
     for (size_t i = look; i-- > 0;)
-        if ((*b)[i] == '\n') {
-            nl = *b + i;
+        if (b[i] == '\n') {
+            cut = b + i + 1;
             break;
         }
-    if (nl) {
-        *cut = nl + 1;
-    } else if (avail > max) {
-        return grove__error(r->ctx, GROVE_ERR_LIMIT,
-                            "%s:%llu: line is longer than %zu bytes (is this a text file "
-                            "with '\\n' line ends?)",
-                            r->path, (unsigned long long)r->line + 1, max);
-    } else {
-        *cut = *b + avail; /* the file's last line, without a '\n' */
+    if (!cut) {
+        if (avail > GROVE__IO_MAX_LINE) return long_line(r);
+        cut = b + avail; /* the file's last line, without a '\n' */
+    }
+    {
+        const size_t per = (size_t)(cut - b) / (size_t)n + 1;
+        at[0] = b;
+        while (at[*np] < cut && *np < n) {
+            char *p = at[*np], *e = *np == n - 1 || (size_t)(cut - p) <= per ? cut : p + per;
+            if (e < cut) {
+                char *q = (char *)memchr(e - 1, '\n', (size_t)(cut - (e - 1)));
+                e = q ? q + 1 : cut;
+            }
+            at[++*np] = e;
+        }
     }
     return GROVE_OK;
 }
@@ -186,22 +203,6 @@ void grove__rd_consume(grove__rd *r, size_t bytes, uint64_t lines)
     r->beg += bytes;
     r->line += lines;
     r->scan = 0;
-}
-
-int grove__split_lines(char *b, char *cut, int n, char **at)
-{
-    const size_t per = (size_t)(cut - b) / (size_t)n + 1;
-    int np = 0;
-    at[0] = b;
-    while (at[np] < cut && np < n) {
-        char *p = at[np], *e = np == n - 1 || (size_t)(cut - p) <= per ? cut : p + per;
-        if (e < cut) {
-            char *q = (char *)memchr(e - 1, '\n', (size_t)(cut - (e - 1)));
-            e = q ? q + 1 : cut;
-        }
-        at[++np] = e;
-    }
-    return np;
 }
 
 /* ---- numbers ---- */

@@ -44,17 +44,21 @@ grove_status grove__rd_need(grove__rd *r, size_t n, size_t *avail);
 /* Consumes up to n bytes; *done receives how many there were before end of file. */
 grove_status grove__rd_skip(grove__rd *r, uint64_t n, uint64_t *done);
 
-/* For readers that parse many lines in parallel: the next block of whole lines, [*b, *cut),
- * at most GROVE__IO_MAX_LINE + 1 bytes, ending after a '\n' or at the end of the file (whose
- * last line may lack it); *got is 0 at the end of the file. A line over GROVE__IO_MAX_LINE
- * bytes is refused as grove__rd_line refuses it. The bytes stay writable and valid until
- * grove__rd_consume(r, cut - b, lines) moves past them (lines: the block's lines). */
-grove_status grove__rd_block(grove__rd *r, char **b, char **cut, int *got);
-void grove__rd_consume(grove__rd *r, size_t bytes, uint64_t lines);
+/* Skips a UTF-8 byte order mark at the start of the file. */
+grove_status grove__rd_skip_bom(grove__rd *r);
 
-/* Cuts [b, cut), whole lines, into at most n pieces of whole lines of about equal size: piece i
- * is [at[i], at[i + 1]); returns the number of pieces (at least 1 when b < cut). */
-int grove__split_lines(char *b, char *cut, int n, char **at);
+/* The most bytes grove__rd_pieces hands out at once. */
+#define GROVE__IO_BLOCK (GROVE__IO_MAX_LINE + 1)
+
+/* For readers that parse many lines in parallel: the next block of whole lines, at most
+ * GROVE__IO_BLOCK bytes, ending after a '\n' or at the end of the file (whose last line may
+ * lack it), cut into *np <= n pieces of whole lines of about equal size: piece i is
+ * [at[i], at[i + 1]) (at holds n + 1 pointers). *np is 0 at the end of the file. A line over
+ * GROVE__IO_MAX_LINE bytes is refused as grove__rd_line refuses it. The bytes stay writable
+ * and valid until grove__rd_consume(r, at[*np] - at[0], lines) moves past them (lines: the
+ * block's lines). */
+grove_status grove__rd_pieces(grove__rd *r, int n, char **at, int *np);
+void grove__rd_consume(grove__rd *r, size_t bytes, uint64_t lines);
 
 /* Result of grove__parse_real and grove__parse_float. */
 enum {

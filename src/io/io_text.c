@@ -73,16 +73,6 @@ static size_t split(char *p, char *e, size_t max, char **f, size_t *fl)
     return k;
 }
 
-/* Skips a UTF-8 byte order mark at the start, which would otherwise make the first data line
- * look like a header. */
-static grove_status skip_bom(grove__rd *r)
-{
-    size_t avail;
-    GROVE_TRY(grove__rd_need(r, 3, &avail));
-    if (avail >= 3 && memcmp(r->buf + r->beg, "\xEF\xBB\xBF", 3) == 0) r->beg += 3;
-    return GROVE_OK;
-}
-
 /* The next line that holds data (blank lines and '#' comments skipped) as p[0..e), leading
  * blanks left out; *got is 0 at the end of the file. */
 static grove_status next_row(grove__rd *r, char **p, char **e, int *got)
@@ -139,9 +129,7 @@ static grove_status value_error(grove__rd *r, unsigned long long ln, size_t col,
 /* After the first data row, the rest of a points file is read in blocks of whole lines,
  * parsed on the context's threads (a piece of whole lines a thread, values into a buffer of its
  * own), then appended in order; the first error in file order is reported with its line number,
- * as the one-line-at-a-time loop would. A line over TEXT_BLOCK bytes is refused, as the line
- * reader refuses lines over GROVE__IO_MAX_LINE. */
-#define TEXT_BLOCK GROVE__IO_MAX_LINE /* grove__rd_block's */
+ * as the one-line-at-a-time loop would (grove__rd_pieces). */
 
 enum { PE_COLS = 1, PE_EMPTY, PE_VALUE };
 typedef struct ppiece {
@@ -208,7 +196,7 @@ static grove_status read_rows_blocks(grove__rd *r, int dims, grove__pts *out, si
 {
     const int nt = grove__threads(r->ctx);
     /* a data row is at least 4 bytes with its '\n' ("0,0"), a last one without it 3 */
-    const size_t rows_max = TEXT_BLOCK / 4 + (size_t)nt + 1;
+    const size_t rows_max = GROVE__IO_BLOCK / 4 + (size_t)nt;
     ppiece *pcs = (ppiece *)calloc((size_t)nt, sizeof *pcs);
     char **at = (char **)malloc(((size_t)nt + 1) * sizeof *at);
     double *vals = (double *)malloc(rows_max * (size_t)dims * sizeof(double));
@@ -218,13 +206,11 @@ static grove_status read_rows_blocks(grove__rd *r, int dims, grove__pts *out, si
         goto _end;
     }
     for (;;) {
-        char *b, *cut;
         size_t rows = 0;
         uint64_t lines = 0;
-        int np, got;
-        GROVE_TRY_END(st, grove__rd_block(r, &b, &cut, &got));
-        if (!got) break;
-        np = grove__split_lines(b, cut, nt, at);
+        int np;
+        GROVE_TRY_END(st, grove__rd_pieces(r, nt, at, &np));
+        if (np == 0) break;
         {
             double *v = vals;
             for (int i = 0; i < np; i++) {
@@ -265,7 +251,7 @@ static grove_status read_rows_blocks(grove__rd *r, int dims, grove__pts *out, si
                     grove__pts_set(out, k++, pcs[i].v[j]);
             out->n += rows;
         }
-        grove__rd_consume(r, (size_t)(cut - b), lines);
+        grove__rd_consume(r, (size_t)(at[np] - at[0]), lines);
     }
 _end:
     free(pcs);
@@ -280,7 +266,7 @@ grove_status grove__read_text(grove__rd *r, int dims, grove__pts *out)
     size_t fl[3], cap = 0;
     int got, first = 1;
 
-    GROVE_TRY(skip_bom(r));
+    GROVE_TRY(grove__rd_skip_bom(r));
     /* the header (if any) and the first data row, a line at a time; then blocks */
     for (;;) {
         char *p, *e;
@@ -453,7 +439,7 @@ grove_status grove__read_text_cloud(grove__rd *r, grove__pts *out, uint16_t **rg
 
     *rgb = *intensity = NULL;
     out->dims = 3;
-    GROVE_TRY(skip_bom(r));
+    GROVE_TRY(grove__rd_skip_bom(r));
     for (;;) {
         char *p, *e, *f;
         size_t k, fl, at;
