@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/core.h"
 #include "../io/io_internal.h"
 #include "grove/bezier.h"
 
@@ -73,12 +72,11 @@ static void put(FILE *f, const char *s, size_t n, int *err)
     if (!*err && fwrite(s, 1, n, f) != n) *err = errno ? errno : EIO;
 }
 
-/* The CSV rows are formatted in parallel, CSV_BATCH vertices a thread and round, and written
- * in order; a row takes at most CSV_ROW bytes (two 20-digit integers, two floats of at most 15
- * characters, three commas and the newline). One thread formats and writes ~90 ns a vertex
- * (1.6 s for the 1.78 x 10^7 vertices of 10^6 bench curves into memory-backed files; two
- * threads 0.98 s; printf's %.9g took ~18 s), slower than a fast disk takes the bytes. */
-#define CSV_BATCH 8192
+/* The CSV rows are formatted in parallel and written in order (grove__rows_write); a row takes
+ * at most CSV_ROW bytes (two 20-digit integers, two floats of at most 15 characters, three
+ * commas and the newline). One thread formats and writes ~90 ns a vertex (1.6 s for the 1.78 x
+ * 10^7 vertices of 10^6 bench curves into memory-backed files; two threads 0.98 s; printf's
+ * %.9g took ~18 s), slower than a fast disk takes the bytes. */
 #define CSV_ROW 80
 
 /* The curve holding vertex v (offsets[c] <= v < offsets[c + 1]; v < n_vertices). */
@@ -95,11 +93,12 @@ static size_t curve_of(const grove_polylines *p, uint64_t v)
     return lo;
 }
 
-/* Rows of vertices [v0, v1) into dst; returns the bytes written. */
-static size_t csv_rows(char *dst, const grove_polylines *p, uint64_t v0, uint64_t v1)
+/* grove__rows_fmt of a grove_polylines: the rows of vertices [v0, v1). */
+static size_t csv_rows(const void *arg, char *dst, size_t v0, size_t v1)
 {
+    const grove_polylines *p = (const grove_polylines *)arg;
     size_t k = 0, c = curve_of(p, v0);
-    for (uint64_t v = v0; v < v1; v++) {
+    for (size_t v = v0; v < v1; v++) {
         while (p->offsets[c + 1] <= v) c++; /* curves without vertices are skipped */
         k += fmt_u64(dst + k, c);
         dst[k++] = ',';
@@ -116,45 +115,23 @@ static size_t csv_rows(char *dst, const grove_polylines *p, uint64_t v0, uint64_
 grove_status grove_polylines_write_csv(grove_ctx *ctx, const grove_polylines *p, const char *path)
 {
     static const char fn[] = "grove_polylines_write_csv";
-    char *tmp = NULL, *buf;
-    size_t *len;
+    char *tmp = NULL;
     FILE *f = NULL;
-    int err = 0, nt;
+    int err = 0;
+    grove__rows rows;
+    grove_status st;
 
     GROVE_TRY(grove__check_ctx(ctx));
     GROVE_TRY(check_polylines(ctx, fn, path, p));
-    nt = grove__threads(ctx);
-    if ((uint64_t)nt * CSV_BATCH > p->n_vertices) /* no more threads than batches */
-        nt = (int)((p->n_vertices + CSV_BATCH - 1) / CSV_BATCH);
-    if (nt < 1) nt = 1;
-    buf = (char *)malloc((size_t)nt * CSV_BATCH * CSV_ROW);
-    len = (size_t *)malloc((size_t)nt * sizeof(size_t));
-    if (!buf || !len) {
-        free(buf);
-        free(len);
-        return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: %s: out of memory for %d "
-                            "buffers of %d rows", fn, path, nt, CSV_BATCH);
-    }
-    {
-        const grove_status st = grove__wfile_open(ctx, path, &tmp, &f);
-        if (st != GROVE_OK) {
-            free(buf);
-            free(len);
-            return st;
-        }
+    GROVE_TRY(grove__rows_init(ctx, fn, path, &rows, (size_t)p->n_vertices, CSV_ROW));
+    st = grove__wfile_open(ctx, path, &tmp, &f);
+    if (st != GROVE_OK) {
+        grove__rows_free(&rows);
+        return st;
     }
     put(f, "curve,vertex,x,y\n", 17, &err);
-    for (uint64_t base = 0; base < p->n_vertices && !err; base += (uint64_t)nt * CSV_BATCH) {
-#pragma omp parallel for num_threads(nt) schedule(static, 1)
-        for (int i = 0; i < nt; i++) {
-            const uint64_t v0 = base + (uint64_t)i * CSV_BATCH;
-            const uint64_t v1 = v0 + CSV_BATCH < p->n_vertices ? v0 + CSV_BATCH : p->n_vertices;
-            len[i] = v0 < v1 ? csv_rows(buf + (size_t)i * CSV_BATCH * CSV_ROW, p, v0, v1) : 0;
-        }
-        for (int i = 0; i < nt; i++) put(f, buf + (size_t)i * CSV_BATCH * CSV_ROW, len[i], &err);
-    }
-    free(buf);
-    free(len);
+    grove__rows_write(&rows, f, &err, (size_t)p->n_vertices, csv_rows, p);
+    grove__rows_free(&rows);
     return grove__wfile_commit(ctx, path, tmp, f, err);
 }
 

@@ -651,22 +651,62 @@ static void wb_u32le(wbuf *w, uint32_t v)
     wb_put(w, b, 4);
 }
 
-/* n bytes at once, past the buffer (after what it holds). */
-static void wb_put_direct(wbuf *w, const char *p, size_t n)
+grove_status grove__rows_init(grove_ctx *ctx, const char *fn, const char *path, grove__rows *w,
+                              size_t n, size_t row_max)
 {
-    wb_flush(w);
-    errno = 0;
-    if (n && !w->err && fwrite(p, 1, n, w->f) != n) w->err = errno ? errno : EIO;
+    int nt = grove__threads(ctx);
+    if ((size_t)nt * GROVE__ROWS_BATCH > n) /* no more threads than batches */
+        nt = (int)((n + GROVE__ROWS_BATCH - 1) / GROVE__ROWS_BATCH);
+    if (nt < 1) nt = 1;
+    w->nt = nt;
+    w->row_max = row_max;
+    w->buf = (char *)malloc((size_t)nt * GROVE__ROWS_BATCH * row_max);
+    w->len = (size_t *)malloc((size_t)nt * sizeof(size_t));
+    if (!w->buf || !w->len) {
+        grove__rows_free(w);
+        return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
+                            "%s: %s: out of memory for %d buffers of %d rows", fn, path, nt,
+                            GROVE__ROWS_BATCH);
+    }
+    return GROVE_OK;
 }
 
-/* The text rows are formatted in parallel, TEXT_BATCH points a thread and round (a row at most
- * TEXT_ROW bytes: three floats of at most 15 characters, two commas, the newline), and written
- * in order. */
-#define TEXT_BATCH 8192
+void grove__rows_write(grove__rows *w, FILE *f, int *err, size_t n, grove__rows_fmt fmt,
+                       const void *arg)
+{
+    const int nt = w->nt;
+    const size_t stride = (size_t)GROVE__ROWS_BATCH * w->row_max;
+    for (size_t base = 0; base < n && !*err; base += (size_t)nt * GROVE__ROWS_BATCH) {
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+        for (int i = 0; i < nt; i++) {
+            const size_t i0 = base + (size_t)i * GROVE__ROWS_BATCH;
+            const size_t i1 = i0 + GROVE__ROWS_BATCH < n ? i0 + GROVE__ROWS_BATCH : n;
+            w->len[i] = i0 < i1 ? fmt(arg, w->buf + (size_t)i * stride, i0, i1) : 0;
+        }
+        for (int i = 0; i < nt && !*err; i++) {
+            errno = 0;
+            if (w->len[i] && fwrite(w->buf + (size_t)i * stride, 1, w->len[i], f) != w->len[i])
+                *err = errno ? errno : EIO;
+        }
+    }
+}
+
+void grove__rows_free(grove__rows *w)
+{
+    free(w->buf);
+    free(w->len);
+    w->buf = NULL;
+    w->len = NULL;
+}
+
+/* A text row is at most TEXT_ROW bytes: three floats of at most 15 characters, two commas, the
+ * newline. */
 #define TEXT_ROW 64
 
-static size_t text_rows(char *dst, const grove_points *p, size_t i0, size_t i1)
+/* grove__rows_fmt of a grove_points: rows i0..i1. */
+static size_t text_rows(const void *arg, char *dst, size_t i0, size_t i1)
 {
+    const grove_points *p = (const grove_points *)arg;
     size_t k = 0;
     for (size_t i = i0; i < i1; i++) {
         const float *q = p->xyz + i * (size_t)p->dims;
@@ -677,21 +717,6 @@ static size_t text_rows(char *dst, const grove_points *p, size_t i0, size_t i1)
         dst[k++] = '\n';
     }
     return k;
-}
-
-static void write_text(wbuf *w, const grove_points *p, char *buf, size_t *len, int nt)
-{
-    wb_put(w, p->dims == 3 ? "x,y,z\n" : "x,y\n", p->dims == 3 ? 6 : 4);
-    for (size_t base = 0; base < p->n && !w->err; base += (size_t)nt * TEXT_BATCH) {
-#pragma omp parallel for num_threads(nt) schedule(static, 1)
-        for (int i = 0; i < nt; i++) {
-            const size_t i0 = base + (size_t)i * TEXT_BATCH;
-            const size_t i1 = i0 + TEXT_BATCH < p->n ? i0 + TEXT_BATCH : p->n;
-            len[i] = i0 < i1 ? text_rows(buf + (size_t)i * TEXT_BATCH * TEXT_ROW, p, i0, i1) : 0;
-        }
-        for (int i = 0; i < nt; i++)
-            wb_put_direct(w, buf + (size_t)i * TEXT_BATCH * TEXT_ROW, len[i]);
-    }
 }
 
 static void write_ply(wbuf *w, const grove_points *p)
@@ -716,10 +741,10 @@ grove_status grove_points_write(grove_ctx *ctx, const char *path, grove_point_fo
 {
     static const char fn[] = "grove_points_write";
     grove_status st = GROVE_OK;
-    char *tmp = NULL, *buf = NULL;
+    char *tmp = NULL;
     wbuf *w = NULL;
-    size_t i, m, *len = NULL;
-    int nt = 1;
+    size_t i, m;
+    grove__rows rows = {NULL, NULL, 0, 1};
 
     GROVE_TRY(grove__check_ctx(ctx));
     if (!path) return grove__error(ctx, GROVE_ERR_INVALID_ARG, "%s: path is NULL", fn);
@@ -751,33 +776,29 @@ grove_status grove_points_write(grove_ctx *ctx, const char *path, grove_point_fo
                                 fn, path, i / (size_t)p->dims,
                                 isnan(p->xyz[i]) ? "NaN" : "infinity", (int)(i % (size_t)p->dims));
 
-    if (fmt != GROVE_POINTS_PLY) {
-        nt = grove__threads(ctx);
-        if ((size_t)nt * TEXT_BATCH > p->n) nt = (int)((p->n + TEXT_BATCH - 1) / TEXT_BATCH);
-        if (nt < 1) nt = 1;
-        buf = (char *)malloc((size_t)nt * TEXT_BATCH * TEXT_ROW);
-        len = (size_t *)malloc((size_t)nt * sizeof(size_t));
-    }
+    if (fmt != GROVE_POINTS_PLY) GROVE_TRY(grove__rows_init(ctx, fn, path, &rows, p->n, TEXT_ROW));
     w = (wbuf *)malloc(sizeof *w);
-    if (!w || (fmt != GROVE_POINTS_PLY && (!buf || !len))) {
+    if (!w) {
         st = grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
         goto _end;
     }
     w->n = 0;
     w->err = 0;
     GROVE_TRY_END(st, grove__wfile_open(ctx, path, &tmp, &w->f));
-    if (fmt == GROVE_POINTS_PLY)
+    if (fmt == GROVE_POINTS_PLY) {
         write_ply(w, p);
-    else
-        write_text(w, p, buf, len, nt);
-    wb_flush(w);
+        wb_flush(w);
+    } else {
+        wb_put(w, p->dims == 3 ? "x,y,z\n" : "x,y\n", p->dims == 3 ? 6 : 4);
+        wb_flush(w);
+        grove__rows_write(&rows, w->f, &w->err, p->n, text_rows, p);
+    }
     st = grove__wfile_commit(ctx, path, tmp, w->f, w->err);
     tmp = NULL;
     w->f = NULL;
 _end:
     free(tmp);
     free(w);
-    free(buf);
-    free(len);
+    grove__rows_free(&rows);
     return st;
 }

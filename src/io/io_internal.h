@@ -44,6 +44,27 @@ grove_status grove__rd_need(grove__rd *r, size_t n, size_t *avail);
 /* Consumes up to n bytes; *done receives how many there were before end of file. */
 grove_status grove__rd_skip(grove__rd *r, uint64_t n, uint64_t *done);
 
+/* Text rows formatted on the context's threads, GROVE__ROWS_BATCH rows a thread and round, and
+ * written in order (the CSV writers). grove__rows_init sizes the buffers for n rows of at most
+ * row_max bytes (before the output file is opened, so that running out of memory leaves none;
+ * fn and path name the call and file in that error); grove__rows_write formats rows [0, n) with
+ * fmt(arg, dst, i0, i1), which returns the bytes it wrote, and writes them to f, keeping the
+ * errno of the first failed write in *err (nothing is written once *err is set);
+ * grove__rows_free gives the buffers back. */
+#define GROVE__ROWS_BATCH 8192
+typedef struct grove__rows {
+    char *buf;   /* nt x GROVE__ROWS_BATCH x row_max bytes */
+    size_t *len; /* each thread's bytes in a round */
+    size_t row_max;
+    int nt;
+} grove__rows;
+typedef size_t (*grove__rows_fmt)(const void *arg, char *dst, size_t i0, size_t i1);
+grove_status grove__rows_init(grove_ctx *ctx, const char *fn, const char *path, grove__rows *w,
+                              size_t n, size_t row_max);
+void grove__rows_write(grove__rows *w, FILE *f, int *err, size_t n, grove__rows_fmt fmt,
+                       const void *arg);
+void grove__rows_free(grove__rows *w);
+
 /* Skips a UTF-8 byte order mark at the start of the file. */
 grove_status grove__rd_skip_bom(grove__rd *r);
 
