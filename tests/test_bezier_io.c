@@ -241,13 +241,7 @@ static void test_text_random(uint64_t seed, size_t n)
                                    k ? (k % 3 ? " " : ",") : "", (double)v);
         }
         k0 += (size_t)snprintf(row + k0, sizeof row - k0, extra == 2 ? "\r\n" : "\n");
-        if (len + k0 + 1 > cap) {
-            cap *= 2;
-            text = (char *)realloc(text, cap);
-            if (!text) exit(2);
-        }
-        memcpy(text + len, row, k0);
-        len += k0;
+        tu_append(&text, &len, &cap, row, k0);
     }
     for (int variant = 0; variant < 3; variant++) {
         /* 0: as written; 1: curve j's line holds 3 numbers; 2: no '\n' after the last line */

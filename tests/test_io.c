@@ -1508,13 +1508,7 @@ static void test_text_blocks(size_t n)
                                  (double)v[3 * i + d]);
         }
         k += (size_t)sprintf(row + k, extra == 2 ? "\r\n" : "\n");
-        if (len + k + 1 > cap) {
-            cap *= 2;
-            text = (char *)realloc(text, cap);
-            if (!text) exit(2);
-        }
-        memcpy(text + len, row, k);
-        len += k;
+        tu_append(&text, &len, &cap, row, k);
     }
     for (int variant = 0; variant < 5; variant++) {
         /* 0 as written, 1 no last '\n', 2..4 row j broken: 2 columns, an empty one, a word */

@@ -89,6 +89,21 @@ static inline void *tu_malloc(size_t bytes)
     return p;
 }
 
+/* Appends s[0..n) to the text *buf of *len bytes (room for *cap), growing it as needed. */
+static inline void tu_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+{
+    if (*len + n + 1 > *cap) {
+        while (*len + n + 1 > *cap) *cap = *cap ? 2 * *cap : 4096;
+        *buf = (char *)realloc(*buf, *cap);
+        if (!*buf) {
+            fprintf(stderr, "test: out of host memory (%zu bytes)\n", *cap);
+            exit(2);
+        }
+    }
+    memcpy(*buf + *len, s, n);
+    *len += n;
+}
+
 /* The options every module's test program takes: --backend cpu|cuda, --large N (run only the
  * large pass at N elements), --seed S. Fields not given keep the caller's defaults. */
 typedef struct tu_args {
