@@ -200,7 +200,7 @@ fused_tile(TileSmemT<kPer> &s, FusedSmem &f, int id, int nb, bool next,
         off[n] = vbase + agg;
         st[S_TOTAL] = vbase + agg;
     }
-    tile_write<kAligned, kPer>(s, C, vbase, cap, 0xffffffffu, xy);
+    tile_write<kAligned, kPer, false, false>(s, C, vbase, cap, 0xffffffffu, xy);
 }
 
 /* The single pass, a block a tile: a block takes the next tile id (so tile i only ever waits for

@@ -499,10 +499,10 @@ __device__ __forceinline__ float2 tile_cubic(float4 a, float4 b, float2 e3, floa
 }
 
 /* Vertices i and i + 1 of a written curve (staging a, b as tile_cubic's; m vertices; parameter
- * step r; line: degree 1) into out (x, y, x, y). i may be ~0u and i + 1 may be m: the values
- * are then never written. */
+ * step r; line: degree 1) into out (x, y, x, y). i may be ~0u (only where first is true) and
+ * i + 1 may be m: the values are then never written. */
 __device__ __forceinline__ void tile_pair(float4 a, float4 b, float r, uint32_t m, uint32_t i,
-                                          bool line, float4 &out)
+                                          bool line, bool first, float4 &out)
 {
     /* grove__bz_offsets' e3 (the end point less P0, for both degrees), once for the pair */
     const float2 e3 = make_float2(__fsub_rn(b.z, a.x), __fsub_rn(b.w, a.y));
@@ -513,7 +513,7 @@ __device__ __forceinline__ void tile_pair(float4 a, float4 b, float r, uint32_t 
     out.y = p.y;
     p = tile_cubic(a, b, e3, r, i + 1u, line);
     if (i + 2u == m) p.x = b.z, p.y = b.w;
-    if (i + 1u == 0u) p.x = a.x, p.y = a.y;
+    if (first && i + 1u == 0u) p.x = a.x, p.y = a.y;
     out.z = p.x;
     out.w = p.y;
 }
@@ -582,9 +582,11 @@ template <class S> __device__ __forceinline__ void tile_offsets(S &s, int C, uin
  * vertex is 16-byte aligned. The main loop has no branch on the curve: it writes every curve
  * of m < big (all in the cubic form's staging, a line's weight of e3 chosen by a select). Until
  * 2026-11-28 lines and curves of 2 vertices were left to a slow pass after the loop, a warp per
- * curve (1.8x the time of the whole call when half the curves were lines). All threads call it.
+ * curve (1.8x the time of the whole call when half the curves were lines). kSkip false: the
+ * caller passes big = ~0u (no curve skipped), so the loop drops the skip bits' tests and a full
+ * chunk's pairs store without a branch. All threads call it.
  */
-template <bool kAligned, int kPer, bool kNamed = false, class S>
+template <bool kAligned, int kPer, bool kNamed = false, bool kSkip = true, class S>
 __device__ __forceinline__ void tile_write(S &s, int C, u64 vbase, u64 cap, uint32_t big,
                                            float *__restrict__ xy)
 {
@@ -668,10 +670,12 @@ __device__ __forceinline__ void tile_write(S &s, int C, u64 vbase, u64 cap, uint
         constexpr int kU = kPer / 2 < 8 ? kPer / 2 : 8;
         int hb = 0;
         /* step hb + r's pair; full: the chunk lies below lim, so no step needs a bounds check */
+        float *dr = d0;  /* the run's first store: d0 + 4 kT hb */
+        int rar = ra0;   /* the run's first vertex: ra0 + 2 kT hb */
         auto step = [&](const int r, const bool full) {
             const int rr = hb + r;
             const int sa = sa0 + 2 * kT * rr; /* slot of the first vertex, >= -1 */
-            const int ra = ra0 + 2 * kT * rr;
+            const int ra = rar + 2 * kT * r;
             /* ra = -1 only for the tile's first pair when sh = 1 (step 0, prev = -1): the first
              * vertex is not written, the second is vertex 0 of curve 0 */
             const bool before = r == 0 && hb == 0 && ra < 0;
@@ -696,14 +700,14 @@ __device__ __forceinline__ void tile_write(S &s, int C, u64 vbase, u64 cap, uint
             const uint32_t ia = before ? ~0u : (uint32_t)ra - rc.x;
             const bool same = ia + 1u < m; /* else the second is the next curve's first */
             float4 p;
-            tile_pair(ca, cb, rs, m, ia, (rc.y & kRecLine) != 0u, p);
+            tile_pair(ca, cb, rs, m, ia, (rc.y & kRecLine) != 0u, r == 0 && hb == 0, p);
             if (!same) p.z = pn.x, p.w = pn.y;
             /* the skip bit of the second vertex's curve, moved to bit 31 when that is the next */
             static_assert(kRecSkipN << 7 == kRecSkip, "the next curve's skip bit");
             const uint32_t y2 = same ? rc.y : rc.y << 7;
-            const bool wa = !before && (int)rc.y >= 0;
-            const bool wb = (full || ra + 1 < (int)lim) && (int)y2 >= 0;
-            float *const dst = d0 + 4 * kT * rr; /* a constant offset a step in a run */
+            const bool wa = !before && (!kSkip || (int)rc.y >= 0);
+            const bool wb = (full || ra + 1 < (int)lim) && (!kSkip || (int)y2 >= 0);
+            float *const dst = dr + 4 * kT * r; /* a constant offset a step in a run */
             if (kAligned && wa && wb) {
                 st_v4(dst, p);
             } else if (kAligned) {
@@ -716,7 +720,7 @@ __device__ __forceinline__ void tile_write(S &s, int C, u64 vbase, u64 cap, uint
         };
         if (q + kV <= lim) {
 #pragma unroll 1
-            for (hb = 0; hb < kPer / 2; hb += kU) {
+            for (hb = 0; hb < kPer / 2; hb += kU, dr += 4 * kT * kU, rar += 2 * kT * kU) {
                 /* no branch between a run's steps: their shared loads can all be issued early */
 #pragma unroll
                 for (int r = 0; r < kU; r++) step(r, true);
@@ -724,10 +728,10 @@ __device__ __forceinline__ void tile_write(S &s, int C, u64 vbase, u64 cap, uint
         } else {
             bool end = false;
 #pragma unroll 1
-            for (hb = 0; hb < kPer / 2 && !end; hb += kU) {
+            for (hb = 0; hb < kPer / 2 && !end; hb += kU, dr += 4 * kT * kU, rar += 2 * kT * kU) {
 #pragma unroll
                 for (int r = 0; r < kU; r++) {
-                    if (ra0 + 2 * kT * (hb + r) >= (int)lim) {
+                    if (rar + 2 * kT * r >= (int)lim) {
                         end = true;
                         break;
                     }
