@@ -352,16 +352,15 @@ static void run_case(const env *E, const char *what, const grove_curves *in,
         const unsigned bigs[5] = {0, 2, 17, 17, 0};
         const int cmodes[5] = {0, 0, 0, 1, 1};
         const int nplans = in->n <= 5000 ? 5 : 1;
-        /* flat (and auto): the default kernel (pipelined persistent blocks, state words
-         * zero-copy, the tile writer in chunks of 32 vertices a thread), then in chunks of 8; a
-         * block a tile; persistent blocks (not pipelined) taking their next tile early; one
-         * such block taking every tile in turn (late, early); the state words copied back;
-         * chunks of 16 with one such block and with the default blocks, chunks of 8 with one;
-         * the persistent blocks that are not pipelined; one pipelined block in chunks of 32, 16
-         * and 8 (the hooks' numbers) */
-        enum { NFP = 14 };
-        const int fper[NFP] = {0, 8, 0, 0, 0, 0, 0, 16, 16, 8, 0, 0, 16, 8},
-                  fmodes[NFP] = {0, 0, 1, 3, 4, 5, 6, 4, 0, 4, 2, 8, 8, 8};
+        /* flat (and auto): the default kernel (persistent blocks, state words zero-copy, the
+         * tile writer in chunks of 32 vertices a thread), then in chunks of 8; a block a tile;
+         * persistent blocks taking their next tile early; one persistent block taking every
+         * tile in turn (late, early); the state words copied back; chunks of 16 with one
+         * persistent block and with the default blocks, chunks of 8 with one (the hooks'
+         * numbers) */
+        enum { NFP = 10 };
+        const int fper[NFP] = {0, 8, 0, 0, 0, 0, 0, 16, 16, 8},
+                  fmodes[NFP] = {0, 0, 1, 3, 4, 5, 6, 4, 0, 4};
 #else
         enum { NFP = 1 };
         const int nplans = 1;

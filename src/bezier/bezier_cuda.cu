@@ -63,11 +63,9 @@ enum FlatMode {
     FLAT_PERSIST_EARLY,
     FLAT_PERSIST_ONE,       /* test hook: persistent, one block (all tiles in turn) */
     FLAT_PERSIST_EARLY_ONE, /* the same, early */
-    FLAT_PERSIST_FETCH,     /* persistent, the state words copied back (not zero-copy) */
-    FLAT_PIPE,              /* persistent, pipelined: the default when writing */
-    FLAT_PIPE_ONE           /* test hook: pipelined, one block */
+    FLAT_PERSIST_FETCH      /* persistent, the state words copied back (not zero-copy) */
 };
-constexpr int kFlatDefault = FLAT_PIPE;
+constexpr int kFlatDefault = FLAT_PERSIST;
 constexpr int kDoneWord = 8; /* st[8]: blocks finished (the zero-copy state words) */
 /* grove__bz_cdp_mode: 0 the default, else bezier_cdp.cu's child variant (1: a tile a block, the
  * child before session 8; 2: 4 tiles a block, the default). */
@@ -77,7 +75,7 @@ unsigned long long *g_cdp_rec = nullptr; /* grove__bz_cdp_probe */
 /* The persistent grid (multiprocessors x resident blocks of bz_fused_persist<aligned, kPer>) per
  * device, asked once: the occupancy query costs host time on every call otherwise. */
 constexpr int kOccDevices = 64;
-std::atomic<int> g_room[kOccDevices][12];
+std::atomic<int> g_room[kOccDevices][6];
 
 /* Calls f(A, P) with A = std::integral_constant<bool, al> and P = std::integral_constant<int,
  * kPer>, kPer = per when 8 or 16 and 32 otherwise (tile_write's chunks), so that one launch
@@ -100,87 +98,6 @@ struct FusedSmem {
     unsigned capped[kT / 32];
 };
 
-/* Shared memory of the pipelined single pass (bz_fused_pipe) for the tile it counts while it
- * writes the one before: the staging and the offsets of TileSmemT, without the writer's scratch. */
-struct NextSmem {
-    float4 cp[kCpUnits];
-    uint32_t off[kC + 1];
-    uint8_t deg[kC + 1];
-};
-
-/* Counts the C staged curves of b (b.cp, b.deg: a TileSmemT or a NextSmem, a barrier since the
- * staging) and scans the counts into b.off[0..kC] (relative to the tile; b.off[C..kC] = the
- * tile's vertices), which it returns; each warp's clamped curves go to f.capped. wt: the scan's
- * scratch. One barrier inside; another before b.off is read by other threads. All threads
- * call it. */
-template <class B>
-__device__ __forceinline__ uint32_t count_scan(B &b, uint32_t (&wt)[2][kT / 32], FusedSmem &f,
-                                               int C, const grove__bz_rule &r)
-{
-    const unsigned t = threadIdx.x, lane = t & 31u, w = t >> 5;
-    /* thread t counts curves t and t + kT: a lane stride of one curve (32 bytes), where curves
-     * 2t and 2t + 1 had the count's 8-byte loads at a 64-byte stride (twice the bank
-     * conflicts); the two counts are scanned together, as the low and high halves of one word
-     * (a half sums at most kT x GROVE_BEZIER_MAX_POINTS = 2^20) */
-    static_assert(kCPT == 2, "the count scans two curves a thread as one 64-bit word");
-    uint32_t m[kCPT];
-    unsigned capped = 0;
-#pragma unroll
-    for (int k = 0; k < kCPT; k++) {
-        const int j = (int)t + k * kT;
-        m[k] = 0;
-        if (j < C) {
-            /* straight from shared memory: a local copy would live in local memory */
-            const grove__bz_count cn = grove__bz_count_curve(
-                reinterpret_cast<const float *>(&b.cp[cp_unit(j)]), b.deg[j], &r);
-            m[k] = cn.m;
-            capped += cn.capped;
-        }
-    }
-    const u64 sum = (u64)m[0] | ((u64)m[1] << 32);
-    u64 x = sum;
-    unsigned cw = capped;
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-        const u64 y = __shfl_up_sync(0xffffffffu, x, d);
-        if (lane >= (unsigned)d) x += y;
-        cw += __shfl_xor_sync(0xffffffffu, cw, d);
-    }
-    if (lane == 31) wt[0][w] = (uint32_t)x, wt[1][w] = (uint32_t)(x >> 32);
-    if (lane == 0) f.capped[w] = cw;
-    __syncthreads();
-    const u64 ex = x - sum;
-    uint32_t pre0 = (uint32_t)ex, pre1 = (uint32_t)(ex >> 32), agg0 = 0, agg1 = 0;
-    for (unsigned i = 0; i < kT / 32; i++) {
-        if (i < w) pre0 += wt[0][i], pre1 += wt[1][i];
-        agg0 += wt[0][i];
-        agg1 += wt[1][i];
-    }
-    const uint32_t agg = agg0 + agg1; /* the tile's vertices */
-    b.off[t] = pre0;
-    b.off[t + kT] = agg0 + pre1;
-    if (t == kT - 1) b.off[kC] = agg;
-    return agg;
-}
-
-/* Publishes a counted tile's total (thread 0): inclusive for tile 0, an aggregate otherwise; adds
- * the tile's clamped curves (f.capped, after count_scan's barrier) to st[S_CAPPED]. */
-__device__ __forceinline__ void publish_count(grove_lb::TileState<u64> ts, u64 *__restrict__ st,
-                                              const FusedSmem &f, int id, uint32_t agg)
-{
-    ts.publish(id, id == 0 ? grove_lb::ST_INCL : grove_lb::ST_AGG, (u64)agg);
-    unsigned cs = 0;
-    for (int i = 0; i < kT / 32; i++) cs += f.capped[i];
-    if (cs && st) atomicAdd(&st[S_CAPPED], (u64)cs);
-}
-
-/* The curves of tile id. */
-__device__ __forceinline__ int tile_curves(int id, u64 n)
-{
-    const u64 c0 = (u64)id * kC;
-    return n - c0 < (u64)kC ? (int)(n - c0) : kC;
-}
-
 /* One tile of the single pass (decoupled look-back, Merrill & Garland, with prim's tile states):
  * stages tile `id`'s curves, counts them, scans the counts, publishes the tile's total and looks
  * back for the vertices before it, writes the tile's offsets and then its vertices below cap.
@@ -200,7 +117,48 @@ fused_tile(TileSmemT<kPer> &s, FusedSmem &f, int id, int nb, bool next,
     const int C = n - c0 < (u64)kC ? (int)(n - c0) : kC;
     tile_stage(s, cp, deg, c0, C);
     __syncthreads();
-    const uint32_t agg = count_scan(s, s.wt, f, C, r);
+    /* thread t counts curves t and t + kT: a lane stride of one curve (32 bytes), where curves
+     * 2t and 2t + 1 had the count's 8-byte loads at a 64-byte stride (twice the bank
+     * conflicts); the two counts are scanned together, as the low and high halves of one word
+     * (a half sums at most kT x GROVE_BEZIER_MAX_POINTS = 2^20) */
+    static_assert(kCPT == 2, "the count scans two curves a thread as one 64-bit word");
+    uint32_t m[kCPT];
+    unsigned capped = 0;
+#pragma unroll
+    for (int k = 0; k < kCPT; k++) {
+        const int j = (int)t + k * kT;
+        m[k] = 0;
+        if (j < C) {
+            /* straight from shared memory: a local copy would live in local memory */
+            const grove__bz_count cn = grove__bz_count_curve(
+                reinterpret_cast<const float *>(&s.cp[cp_unit(j)]), s.deg[j], &r);
+            m[k] = cn.m;
+            capped += cn.capped;
+        }
+    }
+    const u64 sum = (u64)m[0] | ((u64)m[1] << 32);
+    u64 x = sum;
+    unsigned cw = capped;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        const u64 y = __shfl_up_sync(0xffffffffu, x, d);
+        if (lane >= (unsigned)d) x += y;
+        cw += __shfl_xor_sync(0xffffffffu, cw, d);
+    }
+    if (lane == 31) s.wt[0][w] = (uint32_t)x, s.wt[1][w] = (uint32_t)(x >> 32);
+    if (lane == 0) f.capped[w] = cw;
+    __syncthreads();
+    const u64 ex = x - sum;
+    uint32_t pre0 = (uint32_t)ex, pre1 = (uint32_t)(ex >> 32), agg0 = 0, agg1 = 0;
+    for (unsigned i = 0; i < kT / 32; i++) {
+        if (i < w) pre0 += s.wt[0][i], pre1 += s.wt[1][i];
+        agg0 += s.wt[0][i];
+        agg1 += s.wt[1][i];
+    }
+    const uint32_t agg = agg0 + agg1; /* the tile's vertices */
+    s.off[t] = pre0;
+    s.off[t + kT] = agg0 + pre1;
+    if (t == kT - 1) s.off[kC] = agg;
     if (w == 0) {
         u64 prefix = 0;
         if (id == 0) {
@@ -243,25 +201,6 @@ fused_tile(TileSmemT<kPer> &s, FusedSmem &f, int id, int nb, bool next,
         st[S_TOTAL] = vbase + agg;
     }
     tile_write<kAligned, kPer, false, false>(s, C, vbase, cap, 0xffffffffu, xy);
-}
-
-/* With hs_map (the context's page-locked scratch, mapped): the block that finishes last copies
- * the state words there, so that the host reads them after its wait with no copy of its own.
- * All threads of every block call it at their end. */
-__device__ __forceinline__ void state_to_host(u64 *__restrict__ st, u64 *hs_map)
-{
-    if (!hs_map) return;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        const unsigned done = atomicAdd(reinterpret_cast<unsigned *>(&st[kDoneWord]), 1u);
-        if (done == gridDim.x - 1) {
-            __threadfence();
-            const volatile u64 *vs = st;
-            for (int i = 0; i < S_COUNT; i++) hs_map[i] = vs[i];
-            __threadfence_system();
-        }
-    }
 }
 
 /* The single pass, a block a tile: a block takes the next tile id (so tile i only ever waits for
@@ -308,88 +247,20 @@ __global__ void __launch_bounds__(kT, 5)
         cur ^= 1;
         id = f.id[cur];
     }
-    state_to_host(st, hs_map);
-}
-
-/* The pipelined single pass (flat's default when it writes vertices): persistent blocks, each
- * holding two tiles, the one it writes (s) and the next, which it has counted (nx). A tile's
- * total is published as soon as it is counted, and its look-back waits until the tile before it
- * in the block is written, so that the tiles before it have had that long to publish: in the
- * single pass that counts, looks back and writes a tile in turn (bz_fused_persist), the block's
- * warps waited at the barrier after the look-back for 29% of their time (ncu, H200, 10^7
- * curves), for predecessors still counting. Per tile: warp 0 looks back and takes the next id;
- * barrier; the next tile's staging is issued, this tile's offsets written and its writer
- * prepared; barrier; the next tile counted, scanned and published; this tile's vertices written;
- * the next tile's staging and offsets copied into s. No deadlock: a block takes an id only after
- * its look-back, and counts and publishes that tile before it waits for anything else, so the
- * lowest tile without an inclusive value always has a block that can go on. */
-template <bool kAligned, int kPer>
-__global__ void __launch_bounds__(kT, 4)
-    bz_fused_pipe(const float *__restrict__ cp, const uint8_t *__restrict__ deg, u64 n,
-                  grove__bz_rule r, u64 *__restrict__ off, float *__restrict__ xy, u64 cap,
-                  uint32_t *counter, grove_lb::TileState<u64> ts, u64 *__restrict__ st,
-                  u64 *hs_map)
-{
-    __shared__ TileSmemT<kPer> s;
-    __shared__ NextSmem nx;
-    __shared__ FusedSmem f;
-    const unsigned t = threadIdx.x, lane = t & 31u, w = t >> 5;
-    const u64 ntiles = (n + kC - 1) / kC;
-    if (t == 0) f.id[0] = (int)atomicAdd(counter, 1u);
+    if (!hs_map) return;
+    /* the block that finishes last copies the state words to the host's page-locked memory, so
+     * that the host reads them after its wait with no copy of its own */
+    __threadfence();
     __syncthreads();
-    int id = f.id[0];
-    if ((u64)id < ntiles) {
-        int C = tile_curves(id, n);
-        tile_stage(s, cp, deg, (u64)id * kC, C);
-        __syncthreads();
-        uint32_t agg = count_scan(s, s.wt, f, C, r);
-        if (t == 0) publish_count(ts, st, f, id, agg);
-        for (;;) {
-            if (w == 0) {
-                u64 prefix = 0;
-                if (id != 0) {
-                    prefix = grove_lb::lookback<grove_lb::Sum<u64>, u64>(ts, id);
-                    if (lane == 0) ts.publish(id, grove_lb::ST_INCL, prefix + agg);
-                }
-                if (lane == 0) {
-                    f.prefix = prefix;
-                    f.id[1] = (int)atomicAdd(counter, 1u);
-                }
-            }
-            __syncthreads(); /* the prefix, the next id; s.off */
-            const u64 vbase = f.prefix;
-            const int nid = f.id[1];
-            const bool more = (u64)nid < ntiles; /* the same for the whole block */
-            const int nC = more ? tile_curves(nid, n) : 0;
-            const bool inflight = more && stage_issue(nx, cp, deg, (u64)nid * kC, nC);
-            const u64 c0 = (u64)id * kC;
-            for (int j = (int)t; j < C; j += kT) off[c0 + j] = vbase + s.off[j];
-            if (c0 + (u64)C == n && t == 0) {
-                off[n] = vbase + agg;
-                st[S_TOTAL] = vbase + agg;
-            }
-            const bool wr = tile_lim(s, C, vbase, cap) != 0; /* the same for the whole block */
-            if (wr) tile_prep(s, C, 0xffffffffu);
-            if (inflight) stage_wait();
-            __syncthreads(); /* the next tile staged; the writer's records and staging */
-            uint32_t nagg = 0;
-            if (more) {
-                nagg = count_scan(nx, s.wt, f, nC, r);
-                if (t == 0) publish_count(ts, st, f, nid, nagg);
-            }
-            if (wr) tile_loop<kAligned, kPer, false, false>(s, C, vbase, cap, xy);
-            if (!more) break;
-            __syncthreads(); /* s read; nx.off scanned */
-            for (int u = (int)t; u < kCpUnits; u += kT) s.cp[u] = nx.cp[u];
-            for (int j = (int)t; j <= kC; j += kT) s.off[j] = nx.off[j], s.deg[j] = nx.deg[j];
-            if (t < TileSmemT<kPer>::kVMax / 32) s.flag[0][t] = 0;
-            __syncthreads();
-            id = nid;
-            C = nC;
-            agg = nagg;
+    if (threadIdx.x == 0) {
+        const unsigned done = atomicAdd(reinterpret_cast<unsigned *>(&st[kDoneWord]), 1u);
+        if (done == gridDim.x - 1) {
+            __threadfence();
+            const volatile u64 *vs = st;
+            for (int i = 0; i < S_COUNT; i++) hs_map[i] = vs[i];
+            __threadfence_system();
         }
     }
-    state_to_host(st, hs_map);
 }
 
 /* Scratch of one call: the state words, then the look-back's counter and tile states. */
@@ -486,10 +357,6 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
              * vertices of the one before are written (12% slower, measured) */
             const int early =
                 cap == 0 || mode == FLAT_PERSIST_EARLY || mode == FLAT_PERSIST_EARLY_ONE;
-            /* counting only, the pipelined kernel has nothing to overlap the look-back with */
-            const bool pipe = cap > 0 && (mode == FLAT_PIPE || mode == FLAT_PIPE_ONE);
-            const bool one = mode == FLAT_PERSIST_ONE || mode == FLAT_PERSIST_EARLY_ONE ||
-                             mode == FLAT_PIPE_ONE;
             /* when it writes (the call's last step), the state words come back zero-copy */
             u64 *hs_map = nullptr;
             if (cap > 0 && mode != FLAT_PERSIST_FETCH && ctx->pinned &&
@@ -505,19 +372,14 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
                 constexpr bool kA = decltype(A)::value;
                 constexpr int kPer = decltype(P)::value;
                 auto *fn = bz_fused_persist<kA, kPer>;
-                auto *fp = bz_fused_pipe<kA, kPer>;
-                const int which = (pipe ? 6 : 0) + (kA ? 3 : 0) + (kPer == 8 ? 1 : kPer == 16 ? 2 : 0);
+                const int which = (kA ? 3 : 0) + (kPer == 8 ? 1 : kPer == 16 ? 2 : 0);
                 int room = 0;
                 GROVE_TRY(persist_room(ctx, cache ? &g_room[ctx->device][which] : nullptr,
-                                       pipe ? (const void *)fp : (const void *)fn, &room));
-                if (one) room = 1;
+                                       (const void *)fn, &room));
+                if (mode == FLAT_PERSIST_ONE || mode == FLAT_PERSIST_EARLY_ONE) room = 1;
                 const unsigned g = (unsigned)(ntiles < (u64)room ? ntiles : (u64)room);
-                if (pipe)
-                    fp<<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter, ts, S.st,
-                                          hs_map);
-                else
-                    fn<<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter, ts, S.st,
-                                          early, hs_map);
+                fn<<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter, ts, S.st, early,
+                                      hs_map);
                 return GROVE_OK;
             });
         }

@@ -44,12 +44,10 @@ void grove__bz_cdp_plan(size_t *group, unsigned *big);
 void grove__bz_flat_tune(int per);
 
 /* Test and bench hooks selecting a kernel variant (0: the default). flat: 1 a block a tile (the
- * scheduling before session 8), 2 persistent blocks that count, look back and write a tile in
- * turn (the default until 2026-11-29), 3 those blocks taking their next tile early with an L2
- * prefetch (what counting alone always does), 4 and 5 as 2 and 3 with one block (every tile in
- * turn), 6 as 2 with the state words copied back instead of written to the context's page-locked
- * scratch by the kernel, 7 the pipelined persistent blocks (the default when writing), 8 as 7
- * with one block. cdp: the group child, 1 a tile a block (the
+ * scheduling before session 8), 2 persistent blocks (the default), 3 persistent blocks taking
+ * their next tile early with an L2 prefetch (what counting alone always does), 4 and 5 as 2 and 3
+ * with one block (every tile in turn), 6 as 2 with the state words copied back instead of written
+ * to the context's page-locked scratch by the kernel. cdp: the group child, 1 a tile a block (the
  * child before session 8), 2 four tiles a block (the default). grove__bz_cdp_probe: per-block
  * records of the cdp children into device memory rec (16 header words, then 4 a tile of 512 curves:
  * %smid and %globaltimer at the tile's start and end), nullptr for none. Not thread-safe. */

@@ -422,15 +422,14 @@ template <bool kNamed> __device__ __forceinline__ void tile_sync()
         __syncthreads();
 }
 
-/* Starts staging curves [c0, c0 + C) (C <= kC) into b.cp and b.deg (b: a TileSmemT or any
- * buffer with those two members). A full tile of aligned input is copied with cp.async: the
- * call returns true and the thread waits for its copies with stage_wait(); otherwise the loads
- * are done on return (false). The tile group synchronizes before reading. */
-template <class B>
-__device__ __forceinline__ bool stage_issue(B &b, const float *__restrict__ cp,
-                                            const uint8_t *__restrict__ deg, u64 c0, int C)
+/* Stages curves [c0, c0 + C) (C <= kC) into s.cp and s.deg and clears the first chunk's flags.
+ * The tile group synchronizes before reading. */
+template <class S>
+__device__ __forceinline__ void tile_stage(S &s, const float *__restrict__ cp,
+                                           const uint8_t *__restrict__ deg, u64 c0, int C)
 {
     const int t = (int)tile_tid();
+    bool inflight = false;
     if (C == kC && ((uintptr_t)cp & 15u) == 0 && ((uintptr_t)deg & 3u) == 0) {
         /* a full tile: every copy in flight at once (cp.async, no registers), so the block waits
          * for one round trip to memory, not one per unrolled group of scalar loads (c0 is a
@@ -439,36 +438,24 @@ __device__ __forceinline__ bool stage_issue(B &b, const float *__restrict__ cp,
 #pragma unroll
         for (int k = 0; k < 2 * kC / kT; k++) {
             const int u = t + k * kT; /* unit u / 2 of curve u / 2 */
-            const unsigned a = (unsigned)__cvta_generic_to_shared(&b.cp[cp_unit(u >> 1) + (u & 1)]);
+            const unsigned a = (unsigned)__cvta_generic_to_shared(&s.cp[cp_unit(u >> 1) + (u & 1)]);
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(a), "l"(src + t + k * kT)
                          : "memory");
         }
         if (t < kC / 4) {
-            const unsigned a = (unsigned)__cvta_generic_to_shared(&b.deg[4 * t]);
+            const unsigned a = (unsigned)__cvta_generic_to_shared(&s.deg[4 * t]);
             asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(a), "l"(deg + c0 + 4 * t)
                          : "memory");
         }
-        return true;
+        inflight = true;
+    } else {
+        float *scp = reinterpret_cast<float *>(s.cp);
+        for (int e = t; e < 8 * C; e += kT)
+            scp[4 * cp_unit(e >> 3) + (e & 7)] = __ldg(cp + 8 * c0 + e);
+        for (int j = t; j < C; j += kT) s.deg[j] = __ldg(deg + c0 + j);
     }
-    float *scp = reinterpret_cast<float *>(b.cp);
-    for (int e = t; e < 8 * C; e += kT) scp[4 * cp_unit(e >> 3) + (e & 7)] = __ldg(cp + 8 * c0 + e);
-    for (int j = t; j < C; j += kT) b.deg[j] = __ldg(deg + c0 + j);
-    return false;
-}
-
-/* Waits for the thread's cp.async copies (stage_issue returned true). */
-__device__ __forceinline__ void stage_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
-
-/* Stages curves [c0, c0 + C) (C <= kC) into s.cp and s.deg and clears the first chunk's flags.
- * The tile group synchronizes before reading. */
-template <class S>
-__device__ __forceinline__ void tile_stage(S &s, const float *__restrict__ cp,
-                                           const uint8_t *__restrict__ deg, u64 c0, int C)
-{
-    const int t = (int)tile_tid();
-    const bool inflight = stage_issue(s, cp, deg, c0, C);
     if (t < (int)(S::kVMax / 32)) s.flag[0][t] = 0;
-    if (inflight) stage_wait();
+    if (inflight) asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
 /* The curve of a chunk slot lv (chunk buffer b, prev = the curve before the chunk): g = lv / kPer
@@ -588,20 +575,30 @@ template <class S> __device__ __forceinline__ void tile_offsets(S &s, int C, uin
     }
 }
 
-/* The vertices tile_write writes: those below cap - vbase (0: none, the same for the whole
- * tile group). */
-template <class S> __device__ __forceinline__ uint32_t tile_lim(const S &s, int C, u64 vbase, u64 cap)
+/* Writes the vertices of the staged tile (s.off[0..C] filled, a barrier of the tile group since):
+ * global vertex index vbase + relative offset. Vertices at index >= cap are not written, nor those
+ * of curves with m >= big (the cdp variant gives those a child grid of their own). kAligned: d_xy
+ * is 8-byte aligned; the pairs then start one vertex early when needed so that a pair's first
+ * vertex is 16-byte aligned. The main loop has no branch on the curve: it writes every curve
+ * of m < big (all in the cubic form's staging, a line's weight of e3 chosen by a select). Until
+ * 2026-11-28 lines and curves of 2 vertices were left to a slow pass after the loop, a warp per
+ * curve (1.8x the time of the whole call when half the curves were lines). kSkip false: the
+ * caller passes big = ~0u (no curve skipped), so the loop drops the skip bits' tests and a full
+ * chunk's pairs store without a branch. All threads call it.
+ */
+template <bool kAligned, int kPer, bool kNamed = false, bool kSkip = true, class S>
+__device__ __forceinline__ void tile_write(S &s, int C, u64 vbase, u64 cap, uint32_t big,
+                                           float *__restrict__ xy)
 {
+    static_assert(kPer == 8 || kPer == 16 || kPer == 32, "chunks of 8, 16 or 32 vertices a thread");
+    static_assert(kPer <= S::kPerMax, "the staging's chunk flags hold kT kPer bits");
+    constexpr uint32_t kV = kT * kPer; /* vertices per chunk */
+    const unsigned t = tile_tid(), lane = t & 31u, w = t >> 5;
     const uint32_t A = s.off[C];
-    return cap <= vbase ? 0u : (cap - vbase < (u64)A ? (uint32_t)(cap - vbase) : A);
-}
-
-/* tile_write's first half, which needs the tile's offsets but not its place in the output: the
- * records, the parameter steps and the staging's cubic form (tile_offsets). The tile group
- * synchronizes before tile_loop. */
-template <class S> __device__ __forceinline__ void tile_prep(S &s, int C, uint32_t big)
-{
-    const unsigned t = tile_tid();
+    const uint32_t lim = cap <= vbase ? 0u : (cap - vbase < (u64)A ? (uint32_t)(cap - vbase) : A);
+    if (lim == 0) return; /* the same for the whole block */
+    const int sh = kAligned ? (int)((((uintptr_t)(xy + 2 * vbase)) >> 3) & 1u) : 0;
+    float *const xt = xy + 2 * vbase;
     static_assert(kCPT == 2, "a thread's offsets and records are read and written as pairs");
     {
         /* a thread's two curves and the next (for its skip bit): their offsets with one 8-byte
@@ -627,21 +624,6 @@ template <class S> __device__ __forceinline__ void tile_prep(S &s, int C, uint32
         if (j0 < C) *reinterpret_cast<uint4 *>(&s.rec[j0]) = make_uint4(oe[0], ry[0], oe[1], ry[1]);
     }
     tile_offsets(s, C, big);
-}
-
-/* tile_write's second half: the chunks of the tile's vertices below cap (tile_prep done, a
- * barrier of the tile group since; s.flag[0] clear). */
-template <bool kAligned, int kPer, bool kNamed, bool kSkip, class S>
-__device__ __forceinline__ void tile_loop(S &s, int C, u64 vbase, u64 cap, float *__restrict__ xy)
-{
-    static_assert(kPer == 8 || kPer == 16 || kPer == 32, "chunks of 8, 16 or 32 vertices a thread");
-    static_assert(kPer <= S::kPerMax, "the staging's chunk flags hold kT kPer bits");
-    constexpr uint32_t kV = kT * kPer; /* vertices per chunk */
-    const unsigned t = tile_tid(), lane = t & 31u, w = t >> 5;
-    const uint32_t lim = tile_lim(s, C, vbase, cap);
-    if (lim == 0) return;
-    const int sh = kAligned ? (int)((((uintptr_t)(xy + 2 * vbase)) >> 3) & 1u) : 0;
-    float *const xt = xy + 2 * vbase;
     int prev = -1; /* the curve of the slot before the chunk */
     int b = 0;
     for (uint32_t q = 0; q < lim + (uint32_t)sh; q += kV, b ^= 1) {
@@ -759,26 +741,6 @@ __device__ __forceinline__ void tile_loop(S &s, int C, u64 vbase, u64 cap, float
         }
         prev += (int)(s.excl[b][kT - 1] + (uint32_t)__popc(s.flag[b][kV / 32 - 1] >> (32 - kPer)));
     }
-}
-
-/* Writes the vertices of the staged tile (s.off[0..C] filled, a barrier of the tile group since):
- * global vertex index vbase + relative offset. Vertices at index >= cap are not written, nor those
- * of curves with m >= big (the cdp variant gives those a child grid of their own). kAligned: d_xy
- * is 8-byte aligned; the pairs then start one vertex early when needed so that a pair's first
- * vertex is 16-byte aligned. The main loop has no branch on the curve: it writes every curve
- * of m < big (all in the cubic form's staging, a line's weight of e3 chosen by a select). Until
- * 2026-11-28 lines and curves of 2 vertices were left to a slow pass after the loop, a warp per
- * curve (1.8x the time of the whole call when half the curves were lines). kSkip false: the
- * caller passes big = ~0u (no curve skipped), so the loop drops the skip bits' tests and a full
- * chunk's pairs store without a branch. All threads call it.
- */
-template <bool kAligned, int kPer, bool kNamed = false, bool kSkip = true, class S>
-__device__ __forceinline__ void tile_write(S &s, int C, u64 vbase, u64 cap, uint32_t big,
-                                           float *__restrict__ xy)
-{
-    if (tile_lim(s, C, vbase, cap) == 0) return; /* the same for the whole block */
-    tile_prep(s, C, big);
-    tile_loop<kAligned, kPer, kNamed, kSkip>(s, C, vbase, cap, xy);
 }
 
 } // namespace grove_bzk
