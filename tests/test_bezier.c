@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bezier_internal.h" /* grove__bz_curv_floor_fast, grove__bz_curvature */
 #include "grove/bezier.h"
 #include "testutil.h"
 
@@ -430,6 +431,105 @@ static void opts_tol(grove_bezier_opts *o, int maxp, double tol)
     o->mode = GROVE_BEZIER_TOLERANCE;
     o->max_points = maxp;
     o->tolerance = tol;
+}
+
+/* The CUDA kernels' float shortcut for the curvature rule's floor(c * scale): wherever it decides,
+ * the same integer as the double computation (grove__bz_curvature, then the product), on the
+ * bench's curves (where it must decide nearly always), at every magnitude and scale, on curves
+ * built to put c * scale within 2^-30..2^-12 of an integer (or on it), and on degenerate curves.
+ * The host's arithmetic stands in for the device's (rsqrtf within 2 ulp there, 1 / sqrtf here:
+ * both inside the call's allowance). */
+static void curv_fast_one(const float *cp, int d, double scale, long *decided, long *total)
+{
+    const float sf = scale <= 0x1p60 ? (float)scale : 0.0f;
+    double v = -1.0;
+    const double ref = floor(grove__bz_curvature(cp, d) * scale);
+    (*total)++;
+    if (!grove__bz_curv_floor_fast(cp, d, sf, &v)) return;
+    (*decided)++;
+    CHECK_MSG(v == ref,
+              "curvature shortcut: degree %d, scale %.17g, points %a %a %a %a %a %a %a %a: %.17g, "
+              "the double computation %.17g",
+              d, scale, cp[0], cp[1], cp[2], cp[3], cp[4], cp[5], cp[6], cp[7], v, ref);
+}
+
+static void test_curv_fast(tu_rng *r)
+{
+    long dec = 0, tot = 0;
+    float cp[8];
+    /* the bench's curves: P0 in [-1000, 1000)^2, the others within 2 of it, scale 16 */
+    for (int i = 0; i < 200000; i++) {
+        const int d = 2 + (int)(tu_u32(r) & 1u);
+        cp[0] = tu_f32(r, -1000.0f, 1000.0f);
+        cp[1] = tu_f32(r, -1000.0f, 1000.0f);
+        for (int k = 2; k < 8; k++) cp[k] = cp[k & 1] + tu_f32(r, -2.0f, 2.0f);
+        curv_fast_one(cp, d, 16.0, &dec, &tot);
+    }
+    CHECK_MSG(dec > tot - tot / 100, "curvature shortcut decided %ld of %ld bench curves", dec, tot);
+    /* every magnitude, offset and scale */
+    const double scales[6] = {16.0, 1.0, 1000.0, 0.01, 3.7e15, 1e-17};
+    for (int i = 0; i < 200000; i++) {
+        const int d = 1 + (int)(tu_u32(r) % 3u);
+        const float big = ldexpf(1.0f, (int)(tu_u32(r) % 121u) - 60);
+        const float off = ldexpf(tu_f32(r, -1.0f, 1.0f), (int)(tu_u32(r) % 121u) - 60);
+        for (int k = 0; k < 8; k++) cp[k] = off + big * tu_f32(r, -1.0f, 1.0f);
+        curv_fast_one(cp, d, scales[i % 6], &dec, &tot);
+    }
+    /* c * scale near an integer: P0, a chord of random direction and length, the inner points at
+     * distance (k + delta) / scale from it (the first; the second nearer), delta within
+     * 2^-30..2^-12 either side, or 0; the float rounding of the points moves the value a
+     * little, so both sides of the integers are hit */
+    long near = 0;
+    for (int i = 0; i < 200000; i++) {
+        const int d = 2 + (int)(tu_u32(r) & 1u);
+        const double scale = i % 3 == 0 ? 16.0 : i % 3 == 1 ? 1.0 : 100.0;
+        const double ang = tu_f32(r, 0.0f, 6.2831853f);
+        const double len = ldexp(tu_f32(r, 0.5f, 1.0f), (int)(tu_u32(r) % 21u) - 10);
+        const double ux = cos(ang), uy = sin(ang);
+        const double x0 = tu_f32(r, -100.0f, 100.0f), y0 = tu_f32(r, -100.0f, 100.0f);
+        const int kk = (int)(tu_u32(r) % 40u);
+        const int e = 12 + (int)(tu_u32(r) % 19u);
+        const double delta = (tu_u32(r) % 5u == 0) ? 0.0 : ldexp(tu_u32(r) & 1u ? 1.0 : -1.0, -e);
+        const double h = (kk + delta) / scale; /* c / len: the distance from the chord */
+        cp[0] = (float)x0;
+        cp[1] = (float)y0;
+        cp[2 * d] = (float)(x0 + len * ux);
+        cp[2 * d + 1] = (float)(y0 + len * uy);
+        for (int k = 1; k < d; k++) {
+            const double t = tu_f32(r, -0.5f, 1.5f) * len;
+            const double hk = k == 1 ? h : h * tu_f32(r, 0.0f, 1.0f);
+            cp[2 * k] = (float)(x0 + t * ux - hk * uy);
+            cp[2 * k + 1] = (float)(y0 + t * uy + hk * ux);
+        }
+        const double w = grove__bz_curvature(cp, d) * scale;
+        if (fabs(w - floor(w + 0.5)) < 0x1p-10) near++;
+        curv_fast_one(cp, d, scale, &dec, &tot);
+    }
+    CHECK_MSG(near > 100000, "curvature shortcut: only %ld curves near an integer", near);
+    /* exact integers: P0 = 0, the chord (1, 0), the inner points at height k / 16 (c * 16 = k
+     * exactly), and one float step either side */
+    for (int k = 0; k < 4096; k++)
+        for (int side = -1; side <= 1; side++) {
+            float h = (float)k / 16.0f;
+            if (side) h = nextafterf(h, side < 0 ? -INFINITY : INFINITY);
+            const float c3[8] = {0.0f, 0.0f, 0.3f, h, 0.7f, h * 0.5f, 1.0f, 0.0f};
+            curv_fast_one(c3, 3, 16.0, &dec, &tot);
+        }
+    /* degenerate: a zero chord, a collinear curve, lines, NaN and infinities, the largest and
+     * the smallest coordinates */
+    const float inf = INFINITY, nan = NAN;
+    const float dg[8][8] = {{1, 2, 3, 4, 5, 6, 1, 2},       {0, 0, 1, 1, 2, 2, 3, 3},
+                            {0, 0, 5, 5, 0, 0, 0, 0},       {nan, 0, 1, 1, 2, 2, 3, 3},
+                            {0, 0, inf, 1, 2, 2, 3, 3},     {0, 0, 1, 1, 2, 2, inf, 3},
+                            {-1e38f, 1e38f, 1e38f, -1e38f, 0, 0, 1e38f, 1e38f},
+                            {1e-38f, 0, 0, 1e-38f, 0, 0, 2e-38f, 3e-38f}};
+    for (int i = 0; i < 8; i++)
+        for (int d = 1; d <= 3; d++) curv_fast_one(dg[i], d, 16.0, &dec, &tot);
+    double v = -1.0;
+    CHECK_MSG(!grove__bz_curv_floor_fast(dg[0], 3, 16.0f, &v),
+              "curvature shortcut: decided a zero chord");
+    CHECK_MSG(grove__bz_curv_floor_fast(dg[1], 3, 16.0f, &v) && v == 0.0,
+              "curvature shortcut: a collinear curve gave %g", v);
 }
 
 static void test_sizes(const env *E, tu_rng *r)
@@ -950,6 +1050,7 @@ int main(int argc, char **argv)
         }
 #endif
     } else {
+        test_curv_fast(&r);
         test_sizes(&E, &r);
         test_degenerate(&E, &r);
         test_bad(E.cpu, &r);

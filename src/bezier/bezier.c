@@ -31,6 +31,9 @@ void grove__bz_rule_from(const grove_bezier_opts *o, grove__bz_rule *r)
     r->min_points = o->min_points;
     r->max_points = o->max_points;
     r->scale = o->curvature_scale;
+    /* 0 past 2^60, where grove__bz_curv_floor_fast gives up anyway (and the conversion of a
+     * double past FLT_MAX would be undefined) */
+    r->scale_f = o->curvature_scale <= 0x1p60 ? (float)o->curvature_scale : 0.0f;
     r->tolerance = o->tolerance;
 }
 

@@ -86,6 +86,7 @@ typedef struct grove__bz_count {
 typedef struct grove__bz_rule {
     int mode; /* grove_bezier_mode */
     int min_points, max_points;
+    float scale_f; /* scale rounded to float, for grove__bz_curv_floor_fast */
     double scale, tolerance;
 } grove__bz_rule;
 
@@ -131,6 +132,60 @@ GROVE__BZ_FN double grove__bz_curvature(const float *cp, int d)
      * per-point quotients did. */
     const double q = GROVE__BZ_DDIV(c, len);
     return q > 0.0 ? q : 0.0;
+}
+
+/* The curvature rule's floor(c * scale) (grove__bz_curvature in double, then the product) from
+ * a float estimate, when the estimate is certain: returns 1 with *v = that integer, 0 when the
+ * double computation must decide. The estimate est of V = scale max|cross| / len (the exact
+ * value) errs by at most 4.1 u k S + 9.1 u est (u = 2^-24, k = scale / len, S = the largest
+ * |ex chy| + |ey chx|; the reciprocal square root within 2 ulp, as CUDA's rsqrtf), and the
+ * double computation's value before its floor lies within 2^-50 (k S + V) of V; the call
+ * allows 2^-17 (k S + est) + 2^-30 (which also covers underflow), so that when that interval
+ * holds a single integer, the double computation's floor is that integer. It gives up on a
+ * chord below 2^-40 or above 2^40 in its larger coordinate (a zero chord takes the double
+ * path's other branch), a difference above 2^40, a scale outside [2^-60, 2^60], an estimate
+ * at or above 2^23, NaN and infinities; and where an integer lies in the interval (about
+ * 2^-15 (k S + est) of all curves). Degree 1: c = 0 whatever the points (grove__bz_curvature
+ * returns 0 for a chord of any length, NaN included), so *v = 0. The CUDA kernels use it
+ * before the double computation; the CPU backend does not (tests compare the two on the
+ * host, and the GPU's counts with the CPU's). */
+GROVE__BZ_FN int grove__bz_curv_floor_fast(const float *cp, int d, float scale, double *v)
+{
+    if (d == 1) {
+        *v = 0.0;
+        return 1;
+    }
+    if (!(scale >= 0x1p-60f && scale <= 0x1p60f)) return 0;
+    const float x0 = cp[0], y0 = cp[1];
+    const float chx = GROVE__BZ_FSUB(cp[2 * d], x0), chy = GROVE__BZ_FSUB(cp[2 * d + 1], y0);
+    const float big = fmaxf(fabsf(chx), fabsf(chy));
+    if (!(big >= 0x1p-40f && big <= 0x1p40f)) return 0; /* NaN too */
+    float c = 0.0f, smax = 0.0f;
+    for (int i = 1; i < d; i++) {
+        const float ex = GROVE__BZ_FSUB(cp[2 * i], x0), ey = GROVE__BZ_FSUB(cp[2 * i + 1], y0);
+        if (!(fabsf(ex) <= 0x1p40f && fabsf(ey) <= 0x1p40f)) return 0;
+        const float a = GROVE__BZ_FMUL(ex, chy), b = GROVE__BZ_FMUL(ey, chx);
+        c = fmaxf(c, fabsf(GROVE__BZ_FSUB(a, b)));
+        smax = fmaxf(smax, GROVE__BZ_FADD(fabsf(a), fabsf(b)));
+    }
+    const float len2 = GROVE__BZ_FADD(GROVE__BZ_FMUL(chx, chx), GROVE__BZ_FMUL(chy, chy));
+#ifdef __CUDA_ARCH__
+    const float rinv = rsqrtf(len2);
+#else
+    const float rinv = 1.0f / sqrtf(len2);
+#endif
+    const float k = GROVE__BZ_FMUL(scale, rinv);
+    const float est = GROVE__BZ_FMUL(c, k);
+    const float err =
+        GROVE__BZ_FADD(GROVE__BZ_FMUL(GROVE__BZ_FADD(GROVE__BZ_FMUL(smax, k), est), 0x1p-17f),
+                       0x1p-30f);
+    const float hi = GROVE__BZ_FADD(est, err);
+    if (!(hi < 0x1p23f)) return 0; /* also NaN and infinities */
+    const float lo = fmaxf(GROVE__BZ_FSUB(est, err), 0.0f);
+    const float f = floorf(lo);
+    if (f != floorf(hi)) return 0;
+    *v = (double)f;
+    return 1;
 }
 
 /* M of the tolerance rule: the largest second difference of the control points. */
@@ -184,7 +239,11 @@ GROVE__BZ_FN grove__bz_count grove__bz_count_curve(const float *cp, uint8_t degr
         out.m = hi + 1;
         return out;
     } else {
-        const double v = floor(GROVE__BZ_DMUL(grove__bz_curvature(cp, d), r->scale));
+        double v;
+#ifdef __CUDA_ARCH__
+        if (!grove__bz_curv_floor_fast(cp, d, r->scale_f, &v))
+#endif
+            v = floor(GROVE__BZ_DMUL(grove__bz_curvature(cp, d), r->scale));
         if (v >= (double)r->max_points) {
             out.m = (uint32_t)r->max_points;
             out.capped = v > (double)r->max_points;
