@@ -1481,34 +1481,93 @@ static uint64_t checksum(const float *v, size_t m)
     return h;
 }
 
-/* A text file of several of the reader's blocks: rows among blank lines, comments and CRLF
- * line ends read back exactly; a broken row in the second half is reported with its line
- * number (counted across blocks and threads' pieces); a missing last '\n' changes nothing. */
+/* A generated text file of rows among blank lines, comments, leading blanks and CRLF line ends,
+ * with each row's offset and line number (to break one). */
+typedef struct gen_text {
+    char *text;
+    size_t len, cap;
+    size_t *at;    /* row i's offset, after its leading blanks */
+    uint64_t *ln;  /* row i's line number */
+    uint64_t line; /* the lines so far */
+} gen_text;
+
+static void gen_init(gen_text *g, size_t n, const char *header)
+{
+    g->cap = (size_t)1 << 20;
+    g->text = (char *)tu_malloc(g->cap);
+    g->len = strlen(header);
+    memcpy(g->text, header, g->len);
+    g->at = (size_t *)tu_malloc((n ? n : 1) * sizeof *g->at);
+    g->ln = (uint64_t *)tu_malloc((n ? n : 1) * sizeof *g->ln);
+    g->line = 1;
+}
+
+/* Starts row i in row[] with what `extra` puts before it (0: a blank line, 1: a comment,
+ * 5: blanks) and records where the row starts. @return the bytes written. */
+static size_t gen_lead(gen_text *g, size_t i, uint32_t extra, char *row)
+{
+    size_t k = 0;
+    if (extra == 0) k = (size_t)sprintf(row, "\n"), g->line++;
+    if (extra == 1) k = (size_t)sprintf(row, "  # note, 1,2,3\r\n"), g->line++;
+    if (extra == 5) k = (size_t)sprintf(row, " \t ");
+    g->at[i] = g->len + k;
+    g->ln[i] = ++g->line;
+    return k;
+}
+
+/* Appends row[0..k) and its line end ("\r\n" where extra is 2). */
+static void gen_add(gen_text *g, char *row, size_t k, uint32_t extra)
+{
+    k += (size_t)sprintf(row + k, extra == 2 ? "\r\n" : "\n");
+    tu_append(&g->text, &g->len, &g->cap, row, k);
+}
+
+static void gen_free(gen_text *g)
+{
+    free(g->text);
+    free(g->at);
+    free(g->ln);
+}
+
+/* Writes g's text to dir/name with the nrep lines that start at offsets at[0] < at[1] < ...
+ * replaced, up to their line end, by rows[k]; cut_end drops the last line end ("\n" or
+ * "\r\n"). */
+static void put_rows(const char *name, const gen_text *g, int cut_end, size_t nrep,
+                     const size_t *at, const char *const *rows)
+{
+    FILE *f = fopen(path_of(name), "wb");
+    size_t o = 0, len = g->len;
+    if (!f) exit(2);
+    if (cut_end) len -= len >= 2 && g->text[len - 2] == '\r' ? 2 : 1;
+    for (size_t k = 0; k < nrep; k++) {
+        fwrite(g->text + o, 1, at[k] - o, f);
+        fputs(rows[k], f);
+        o = at[k] + strcspn(g->text + at[k], "\r\n");
+    }
+    fwrite(g->text + o, 1, len - o, f);
+    if (fclose(f) != 0) exit(2);
+}
+
+/* A text file of several of the reader's blocks: rows among blank lines, comments, leading
+ * blanks and CRLF line ends read back exactly; a broken row in the second half is reported with
+ * its line number (counted across blocks and threads' pieces); a missing last '\n' changes
+ * nothing. */
 static void test_text_blocks(size_t n)
 {
     tu_rng r = {11};
     float *v = (float *)tu_malloc((n ? n : 1) * 3 * sizeof(float));
-    size_t *at = (size_t *)tu_malloc((n ? n : 1) * sizeof(size_t));
-    uint64_t *ln = (uint64_t *)tu_malloc((n ? n : 1) * sizeof(uint64_t));
-    size_t cap = 1 << 20, len = 0;
-    uint64_t line = 1;
-    char *text = (char *)tu_malloc(cap);
-    len = (size_t)sprintf(text, "x y z\n");
+    gen_text g;
+    gen_init(&g, n, "x y z\n");
     for (size_t i = 0; i < n; i++) {
         char row[160];
-        size_t k = 0;
         const uint32_t extra = tu_u32(&r) % 16;
-        if (extra == 0) k += (size_t)sprintf(row + k, "\n"), line++;
-        if (extra == 1) k += (size_t)sprintf(row + k, "  # note\n"), line++;
-        at[i] = len + k;
-        ln[i] = ++line;
+        size_t k = gen_lead(&g, i, extra, row);
         for (int d = 0; d < 3; d++) {
             v[3 * i + d] = tu_f32(&r, -1e4f, 1e4f);
             k += (size_t)sprintf(row + k, "%s%.9g", d ? (extra == 3 ? "\t" : ",") : "",
                                  (double)v[3 * i + d]);
         }
-        k += (size_t)sprintf(row + k, extra == 2 ? "\r\n" : "\n");
-        tu_append(&text, &len, &cap, row, k);
+        gen_add(&g, row, k, extra);
     }
     for (int variant = 0; variant < 5; variant++) {
         /* 0 as written, 1 no last '\n', 2..4 row j broken: 2 columns, an empty one, a word */
@@ -1516,27 +1575,13 @@ static void test_text_blocks(size_t n)
         static const char *want[] = {"row has 2 columns, need 3", "column 2 is empty",
                                      "column 3 is not a number: 'zz'"};
         const size_t j = n ? n / 2 + tu_u32(&r) % (n - n / 2) : 0;
-        FILE *f = fopen(path_of("blocks.csv"), "wb");
         grove_points q = {NULL, 0, 0};
-        if (!f) exit(2);
-        if (variant >= 2) {
-            const size_t rest = strcspn(text + at[j], "\r\n");
-            if (!n) {
-                fclose(f);
-                continue;
-            }
-            fwrite(text, 1, at[j], f);
-            fputs(broken[variant - 2], f);
-            fwrite(text + at[j] + rest, 1, len - at[j] - rest, f);
-        } else {
-            size_t w = len;
-            if (variant == 1) w -= text[len - 2] == '\r' ? 2 : 1;
-            fwrite(text, 1, w, f);
-        }
-        fclose(f);
+        if (variant >= 2 && !n) continue;
+        put_rows("blocks.csv", &g, variant == 1, variant >= 2, &g.at[j],
+                 variant >= 2 ? &broken[variant - 2] : NULL);
         if (variant >= 2) {
             char msg[96];
-            snprintf(msg, sizeof msg, "blocks.csv:%llu: %s", (unsigned long long)ln[j],
+            snprintf(msg, sizeof msg, "blocks.csv:%llu: %s", (unsigned long long)g.ln[j],
                      want[variant - 2]);
             CHECK_STATUS(ctx, grove_points_read(ctx, path_of("blocks.csv"), TXT, 0, &q),
                          GROVE_ERR_BAD_INPUT);
@@ -1551,9 +1596,97 @@ static void test_text_blocks(size_t n)
         grove_points_free(&q);
     }
     unlink(path_of("blocks.csv"));
-    free(text);
-    free(at);
-    free(ln);
+    gen_free(&g);
+    free(v);
+}
+
+/* The cloud reader's blocks: a header naming the seven columns out of their order, then rows
+ * among blank lines, comments, tabs, blanks around commas, leading blanks and CRLF line ends,
+ * over several blocks, read back exactly (coordinates written with 17 digits, colour stored
+ * times 257); a missing last line end changes nothing; without the header (a comment in its
+ * place) x y z are the first three fields and nothing else is read. A row broken in the second
+ * half, with another broken after it, is reported with its line number and its column's number
+ * and name: the first in file order, counted across blocks and threads' pieces. */
+static void test_cloud_blocks(size_t n)
+{
+    tu_rng r = {13};
+    double *v = (double *)tu_malloc((n ? n : 1) * 3 * sizeof(double));
+    unsigned *a = (unsigned *)tu_malloc((n ? n : 1) * 4 * sizeof(unsigned)); /* r g b i */
+    gen_text g;
+    gen_init(&g, n, "intensity,z,red,x,green,y,blue\n");
+    for (size_t i = 0; i < n; i++) {
+        char row[256];
+        const uint32_t extra = tu_u32(&r) % 16;
+        const char *s = extra == 3 ? "\t" : extra == 4 ? " , " : ",";
+        size_t k = gen_lead(&g, i, extra, row);
+        for (int d = 0; d < 3; d++)
+            v[3 * i + d] = ((double)(tu_next(&r) >> 11) * 0x1p-53 - 0.5) * 2e6;
+        for (int d = 0; d < 4; d++) a[4 * i + d] = tu_u32(&r) % (d < 3 ? 256u : 65536u);
+        if (i < 2) /* the extremes */
+            for (int d = 0; d < 4; d++) a[4 * i + d] = i ? 0 : d < 3 ? 255 : 65535;
+        k += (size_t)sprintf(row + k, "%u%s%.17g%s%u%s%.17g%s%u%s%.17g%s%u", a[4 * i + 3], s,
+                             v[3 * i + 2], s, a[4 * i], s, v[3 * i], s, a[4 * i + 1], s,
+                             v[3 * i + 1], s, a[4 * i + 2]);
+        gen_add(&g, row, k, extra);
+    }
+    for (int variant = 0; variant < 8; variant++) {
+        /* 0 as written, 1 no last line end, 2 no header, 3..7 row j broken (and row j2) */
+        static const char *const broken[] = {"1,2,3,zz,4,5,6", "1,2,3,4,,5,6", "1,2,3,4,5,6",
+                                             "1,2,256,4,5,6,7", "70000,2,3,4,5,6,7"};
+        static const char *const want[] = {
+            "column 4 (x) is not a number: 'zz'", "column 5 (green) is empty",
+            "row has 6 columns, need 7", "column 3 (red) is not an integer 0..255: '256'",
+            "column 1 (intensity) is not an integer 0..65535: '70000'"};
+        const size_t j = n ? n / 2 + tu_u32(&r) % (n - n / 2) : 0;
+        /* a later row, often in the same piece or the next, broken another way */
+        const size_t j2 =
+            j + 1 < n ? j + 1 + tu_u32(&r) % (n - j - 1 < 3000 ? n - j - 1 : 3000) : j;
+        grove_cloud c;
+        memset(&c, 0x5a, sizeof c);
+        if (variant >= 3 && !n) continue;
+        if (variant >= 3) {
+            const size_t at[2] = {g.at[j], g.at[j2]};
+            const char *const text[2] = {broken[variant - 3], "1 2 3"};
+            char msg[160];
+            put_rows("cblocks.csv", &g, 0, j2 > j ? 2 : 1, at, text);
+            snprintf(msg, sizeof msg, "%s:%llu: %s", path_of("cblocks.csv"),
+                     (unsigned long long)g.ln[j], want[variant - 3]);
+            CHECK_STATUS(ctx, grove_cloud_read(ctx, path_of("cblocks.csv"), GROVE_CLOUD_AUTO, &c),
+                         GROVE_ERR_BAD_INPUT);
+            CHECK_MSG(strcmp(grove_ctx_last_error(ctx), msg) == 0, "cloud blocks: '%s', want '%s'",
+                      grove_ctx_last_error(ctx), msg);
+            CHECK(c.n == 0 && !c.xyz && !c.rgb && !c.intensity);
+        } else {
+            size_t bad = 0, first = 0;
+            const size_t header = 0;
+            const char *const nohead = "# intensity z red x green y blue";
+            put_rows("cblocks.csv", &g, variant == 1, variant == 2, &header, &nohead);
+            CHECK_OK(ctx, grove_cloud_read(ctx, path_of("cblocks.csv"), GROVE_CLOUD_AUTO, &c));
+            CHECK_MSG(c.n == n && (n == 0 || c.xyz) && !c.has_scale &&
+                          (variant == 2 || n == 0 ? !c.rgb && !c.intensity : c.rgb && c.intensity),
+                      "cloud blocks variant %d: %zu points of %zu, rgb %d, intensity %d", variant,
+                      c.n, n, c.rgb != NULL, c.intensity != NULL);
+            for (size_t i = 0; c.n == n && i < n && (variant == 2 || (c.rgb && c.intensity)); i++) {
+                int diff = 0;
+                if (variant == 2) {
+                    diff = c.xyz[3 * i] != a[4 * i + 3] || c.xyz[3 * i + 1] != v[3 * i + 2] ||
+                           c.xyz[3 * i + 2] != a[4 * i];
+                } else {
+                    for (int d = 0; d < 3; d++)
+                        diff |= c.xyz[3 * i + d] != v[3 * i + d] ||
+                                c.rgb[3 * i + d] != (uint16_t)(a[4 * i + d] * 257u);
+                    diff |= c.intensity[i] != a[4 * i + 3];
+                }
+                if (diff && bad++ == 0) first = i;
+            }
+            CHECK_MSG(bad == 0, "cloud blocks variant %d: %zu points differ, the first %zu",
+                      variant, bad, first);
+            grove_cloud_free(&c);
+        }
+    }
+    unlink(path_of("cblocks.csv"));
+    gen_free(&g);
+    free(a);
     free(v);
 }
 
@@ -1664,6 +1797,7 @@ int main(int argc, char **argv)
     test_double();
     test_locale();
     test_text_blocks(large / 8);
+    test_cloud_blocks(large / 8);
     test_large(large);
     grove_ctx_destroy(ctx);
     remove_dir();
