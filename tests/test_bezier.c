@@ -41,7 +41,16 @@ static int g_no_cdp; /* --only quick-flat: no dynamic parallelism (racecheck and
 
 /* ---- curves ---- */
 
-enum { GEN_RANDOM, GEN_POINT, GEN_COLLINEAR, GEN_LINES, GEN_EVEN, GEN_CLOSED, GEN_EXTREME };
+enum {
+    GEN_RANDOM,
+    GEN_POINT,
+    GEN_COLLINEAR,
+    GEN_LINES,
+    GEN_EVEN,
+    GEN_CLOSED,
+    GEN_EXTREME,
+    GEN_INTEGER
+};
 
 typedef struct curveset {
     grove_curves c;
@@ -90,6 +99,26 @@ static void gen(curveset *s, tu_rng *r, size_t n, int kind, float scale)
         case GEN_EXTREME: /* every coordinate -scale, 0 or scale */
             for (int k = 0; k < 8; k++) p[k] = (float)((int)(tu_u32(r) % 3) - 1) * scale;
             break;
+        case GEN_INTEGER: { /* P0 and the inner points on integers, the chord (3, 4) 2^e: c =
+                             * |4 p - 3 q| / 5 for an inner point P0 + (p, q), an integer with
+                             * curvature_scale 5; half the curves then one coordinate a few
+                             * float steps off */
+            d = 2 + (int)(h % 2u);
+            p[0] = floorf(p[0]);
+            p[1] = floorf(p[1]);
+            p[2 * d] = p[0] + ldexpf(3.0f, (int)(h >> 8 & 7u) - 3);
+            p[2 * d + 1] = p[1] + ldexpf(4.0f, (int)(h >> 8 & 7u) - 3);
+            for (int k = 1; k < d; k++) {
+                p[2 * k] = p[0] + (float)((int)(tu_u32(r) % 41u) - 20);
+                p[2 * k + 1] = p[1] + (float)((int)(tu_u32(r) % 41u) - 20);
+            }
+            if (h & 0x10000u) {
+                const int k = (int)(tu_u32(r) % (uint32_t)(2 * d + 2));
+                for (int st = 1 + (int)(h >> 20 & 1u) + (int)(h >> 21 & 1u); st > 0; st--)
+                    p[k] = nextafterf(p[k], (h & 0x20000u) ? INFINITY : -INFINITY);
+            }
+            break;
+        }
         case GEN_CLOSED: /* P0 == Pd, inner points elsewhere */
             p[2 * d] = p[0];
             p[2 * d + 1] = p[1];
@@ -436,21 +465,54 @@ static void opts_tol(grove_bezier_opts *o, int maxp, double tol)
 /* The CUDA kernels' float shortcut for the curvature rule's floor(c * scale): wherever it decides,
  * the same integer as the double computation (grove__bz_curvature, then the product), on the
  * bench's curves (where it must decide nearly always), at every magnitude and scale, on curves
- * built to put c * scale within 2^-30..2^-12 of an integer (or on it), and on degenerate curves.
- * The host's arithmetic stands in for the device's (rsqrtf within 2 ulp there, 1 / sqrtf here:
- * both inside the call's allowance). */
+ * whose c * scale is an integer in double (Pythagorean chords, integer points, scales that are
+ * and are not exact in float) and on their neighbours a few float steps away, on tiny chords
+ * with the largest scales, and on degenerate curves. The device's reciprocal square root
+ * (rsqrtf, within 2 ulp of the correctly rounded value) is stood in for by the correctly
+ * rounded one stepped 0, 1 and 2 ulp either way; the estimate must also lie within a quarter
+ * of the allowance (about a tenth in theory), which catches a shrunk allowance long before a
+ * floor differs. */
 static void curv_fast_one(const float *cp, int d, double scale, long *decided, long *total)
 {
     const float sf = scale <= 0x1p60 ? (float)scale : 0.0f;
     double v = -1.0;
-    const double ref = floor(grove__bz_curvature(cp, d) * scale);
+    const double w = grove__bz_curvature(cp, d) * scale, ref = floor(w);
+    float c, smax, len2, est, err;
     (*total)++;
-    if (!grove__bz_curv_floor_fast(cp, d, sf, &v)) return;
-    (*decided)++;
-    CHECK_MSG(v == ref,
-              "curvature shortcut: degree %d, scale %.17g, points %a %a %a %a %a %a %a %a: %.17g, "
-              "the double computation %.17g",
-              d, scale, cp[0], cp[1], cp[2], cp[3], cp[4], cp[5], cp[6], cp[7], v, ref);
+    if (grove__bz_curv_floor_fast(cp, d, sf, &v)) {
+        (*decided)++;
+        CHECK_MSG(v == ref,
+                  "curvature shortcut: degree %d, scale %.17g, points %a %a %a %a %a %a %a %a: "
+                  "%.17g, the double computation %.17g",
+                  d, scale, cp[0], cp[1], cp[2], cp[3], cp[4], cp[5], cp[6], cp[7], v, ref);
+    }
+    if (d == 1 || !grove__bz_curv_parts(cp, d, &c, &smax, &len2)) return;
+    float rinv = (float)(1.0 / sqrt((double)len2));
+    rinv = nextafterf(nextafterf(rinv, 0.0f), 0.0f);
+    for (int step = -2; step <= 2; step++, rinv = nextafterf(rinv, INFINITY)) {
+        est = err = NAN;
+        v = -1.0;
+        const int got = grove__bz_curv_decide(c, smax, rinv, sf, &est, &err, &v);
+        CHECK_MSG(!got || v == ref,
+                  "curvature shortcut, reciprocal square root %+d ulp: degree %d, scale %.17g, "
+                  "points %a %a %a %a %a %a %a %a: %.17g, the double computation %.17g",
+                  step, d, scale, cp[0], cp[1], cp[2], cp[3], cp[4], cp[5], cp[6], cp[7], v, ref);
+        if (isfinite(est) && isfinite(err))
+            CHECK_MSG(fabs((double)est - w) <= 0.25 * (double)err,
+                      "curvature shortcut, reciprocal square root %+d ulp: degree %d, scale "
+                      "%.17g, points %a %a %a %a %a %a %a %a: estimate %.9g, allowance %.3g, "
+                      "the double computation %.17g",
+                      step, d, scale, cp[0], cp[1], cp[2], cp[3], cp[4], cp[5], cp[6], cp[7],
+                      (double)est, (double)err, w);
+    }
+}
+
+/* cp's coordinate k moved by `steps` float steps (either sign). */
+static float ulp_step(float x, int steps)
+{
+    for (; steps > 0; steps--) x = nextafterf(x, INFINITY);
+    for (; steps < 0; steps++) x = nextafterf(x, -INFINITY);
+    return x;
 }
 
 static void test_curv_fast(tu_rng *r)
@@ -458,69 +520,85 @@ static void test_curv_fast(tu_rng *r)
     long dec = 0, tot = 0;
     float cp[8];
     /* the bench's curves: P0 in [-1000, 1000)^2, the others within 2 of it, scale 16 */
-    for (int i = 0; i < 200000; i++) {
+    for (int i = 0; i < 100000; i++) {
         const int d = 2 + (int)(tu_u32(r) & 1u);
         cp[0] = tu_f32(r, -1000.0f, 1000.0f);
         cp[1] = tu_f32(r, -1000.0f, 1000.0f);
         for (int k = 2; k < 8; k++) cp[k] = cp[k & 1] + tu_f32(r, -2.0f, 2.0f);
         curv_fast_one(cp, d, 16.0, &dec, &tot);
     }
-    CHECK_MSG(dec > tot - tot / 100, "curvature shortcut decided %ld of %ld bench curves", dec, tot);
+    CHECK_MSG(dec > tot - tot / 100, "curvature shortcut decided %ld of %ld bench curves", dec,
+              tot);
     /* every magnitude, offset and scale */
-    const double scales[6] = {16.0, 1.0, 1000.0, 0.01, 3.7e15, 1e-17};
-    for (int i = 0; i < 200000; i++) {
+    const double scales[9] = {16.0, 1.0, 1000.0, 0.01, 3.7e15, 1e-17, 0.1, 1.0 / 3.0, 16.000001};
+    for (int i = 0; i < 100000; i++) {
         const int d = 1 + (int)(tu_u32(r) % 3u);
         const float big = ldexpf(1.0f, (int)(tu_u32(r) % 121u) - 60);
         const float off = ldexpf(tu_f32(r, -1.0f, 1.0f), (int)(tu_u32(r) % 121u) - 60);
         for (int k = 0; k < 8; k++) cp[k] = off + big * tu_f32(r, -1.0f, 1.0f);
-        curv_fast_one(cp, d, scales[i % 6], &dec, &tot);
+        curv_fast_one(cp, d, scales[i % 9], &dec, &tot);
     }
-    /* c * scale near an integer: P0, a chord of random direction and length, the inner points at
-     * distance (k + delta) / scale from it (the first; the second nearer), delta within
-     * 2^-30..2^-12 either side, or 0; the float rounding of the points moves the value a
-     * little, so both sides of the integers are hit */
-    long near = 0;
-    for (int i = 0; i < 200000; i++) {
-        const int d = 2 + (int)(tu_u32(r) & 1u);
-        const double scale = i % 3 == 0 ? 16.0 : i % 3 == 1 ? 1.0 : 100.0;
-        const double ang = tu_f32(r, 0.0f, 6.2831853f);
-        const double len = ldexp(tu_f32(r, 0.5f, 1.0f), (int)(tu_u32(r) % 21u) - 10);
-        const double ux = cos(ang), uy = sin(ang);
-        const double x0 = tu_f32(r, -100.0f, 100.0f), y0 = tu_f32(r, -100.0f, 100.0f);
-        const int kk = (int)(tu_u32(r) % 40u);
-        const int e = 12 + (int)(tu_u32(r) % 19u);
-        const double delta = (tu_u32(r) % 5u == 0) ? 0.0 : ldexp(tu_u32(r) & 1u ? 1.0 : -1.0, -e);
-        const double h = (kk + delta) / scale; /* c / len: the distance from the chord */
-        cp[0] = (float)x0;
-        cp[1] = (float)y0;
-        cp[2 * d] = (float)(x0 + len * ux);
-        cp[2 * d + 1] = (float)(y0 + len * uy);
+    /* c * scale an integer in double: P0 and the inner points on integers, the chord a
+     * Pythagorean (a, b) 2^e of length L 2^e, so that c = |p b - q a| / L for an inner point
+     * P0 + (p, q); scale L 2^j makes c * scale an integer, L / 10 and L / 3 (not exact in
+     * float) near ones; then every coordinate moved 1..3 float steps either way */
+    static const int pyth[4][3] = {{3, 4, 5}, {5, 12, 13}, {8, 15, 17}, {20, 21, 29}};
+    long exact = 0;
+    for (int i = 0; i < 40000; i++) {
+        const int d = 2 + (int)(tu_u32(r) & 1u), *pt = pyth[tu_u32(r) % 4u];
+        const int e = (int)(tu_u32(r) % 9u) - 4, j = (int)(tu_u32(r) % 9u) - 4;
+        const int sw = (int)(tu_u32(r) % 4u);
+        const double scale = sw == 0   ? ldexp(pt[2], j)
+                             : sw == 1 ? pt[2] / 10.0
+                             : sw == 2 ? pt[2] / 3.0
+                                       : ldexp(pt[2], j) * (1.0 + 0x1p-30);
+        const float x0 = (float)((int)(tu_u32(r) % 2001u) - 1000);
+        const float y0 = (float)((int)(tu_u32(r) % 2001u) - 1000);
+        cp[0] = x0;
+        cp[1] = y0;
+        cp[2 * d] = x0 + ldexpf((float)pt[0], e);
+        cp[2 * d + 1] = y0 + ldexpf((float)pt[1], e);
         for (int k = 1; k < d; k++) {
-            const double t = tu_f32(r, -0.5f, 1.5f) * len;
-            const double hk = k == 1 ? h : h * tu_f32(r, 0.0f, 1.0f);
-            cp[2 * k] = (float)(x0 + t * ux - hk * uy);
-            cp[2 * k + 1] = (float)(y0 + t * uy + hk * ux);
+            cp[2 * k] = x0 + (float)((int)(tu_u32(r) % 41u) - 20);
+            cp[2 * k + 1] = y0 + (float)((int)(tu_u32(r) % 41u) - 20);
         }
         const double w = grove__bz_curvature(cp, d) * scale;
-        if (fabs(w - floor(w + 0.5)) < 0x1p-10) near++;
+        if (sw == 0 && w == floor(w)) exact++;
         curv_fast_one(cp, d, scale, &dec, &tot);
-    }
-    CHECK_MSG(near > 100000, "curvature shortcut: only %ld curves near an integer", near);
-    /* exact integers: P0 = 0, the chord (1, 0), the inner points at height k / 16 (c * 16 = k
-     * exactly), and one float step either side */
-    for (int k = 0; k < 4096; k++)
-        for (int side = -1; side <= 1; side++) {
-            float h = (float)k / 16.0f;
-            if (side) h = nextafterf(h, side < 0 ? -INFINITY : INFINITY);
-            const float c3[8] = {0.0f, 0.0f, 0.3f, h, 0.7f, h * 0.5f, 1.0f, 0.0f};
-            curv_fast_one(c3, 3, 16.0, &dec, &tot);
+        for (int k = 0; k < 2 * d + 2; k++) {
+            const float keep = cp[k];
+            for (int st = -3; st <= 3; st += (st == -1 ? 2 : 1)) {
+                cp[k] = ulp_step(keep, st);
+                curv_fast_one(cp, d, scale, &dec, &tot);
+            }
+            cp[k] = keep;
         }
+    }
+    CHECK_MSG(exact > 5000, "curvature shortcut: only %ld curves on an integer", exact);
+    /* tiny chords, 2^-39 down to 2^-83, with the largest scales and far inner points */
+    const double bscales[6] = {0x1p60, 0x1.fffffffffffffp59, 0x1p61, 0x1p-60, 0x1.ffffffp-61, 16.0};
+    for (int i = 0; i < 20000; i++) {
+        const int d = 2 + (int)(tu_u32(r) & 1u);
+        const float ch = ldexpf(tu_f32(r, 0.5f, 1.0f), -38 - (int)(tu_u32(r) % 45u));
+        cp[0] = 0.0f;
+        cp[1] = ldexpf(tu_f32(r, -1.0f, 1.0f), (int)(tu_u32(r) % 70u) - 35);
+        cp[2 * d] = ch;
+        cp[2 * d + 1] = ulp_step(cp[1], (int)(tu_u32(r) % 7u) - 3);
+        for (int k = 1; k < d; k++) {
+            cp[2 * k] = ldexpf(tu_f32(r, -1.0f, 1.0f), (int)(tu_u32(r) % 60u) - 40);
+            cp[2 * k + 1] = cp[1] + ldexpf(tu_f32(r, -1.0f, 1.0f), (int)(tu_u32(r) % 60u) - 40);
+        }
+        curv_fast_one(cp, d, bscales[i % 6], &dec, &tot);
+    }
     /* degenerate: a zero chord, a collinear curve, lines, NaN and infinities, the largest and
      * the smallest coordinates */
     const float inf = INFINITY, nan = NAN;
-    const float dg[8][8] = {{1, 2, 3, 4, 5, 6, 1, 2},       {0, 0, 1, 1, 2, 2, 3, 3},
-                            {0, 0, 5, 5, 0, 0, 0, 0},       {nan, 0, 1, 1, 2, 2, 3, 3},
-                            {0, 0, inf, 1, 2, 2, 3, 3},     {0, 0, 1, 1, 2, 2, inf, 3},
+    const float dg[8][8] = {{1, 2, 3, 4, 5, 6, 1, 2},
+                            {0, 0, 1, 1, 2, 2, 3, 3},
+                            {0, 0, 5, 5, 0, 0, 0, 0},
+                            {nan, 0, 1, 1, 2, 2, 3, 3},
+                            {0, 0, inf, 1, 2, 2, 3, 3},
+                            {0, 0, 1, 1, 2, 2, inf, 3},
                             {-1e38f, 1e38f, 1e38f, -1e38f, 0, 0, 1e38f, 1e38f},
                             {1e-38f, 0, 0, 1e-38f, 0, 0, 2e-38f, 3e-38f}};
     for (int i = 0; i < 8; i++)
@@ -614,6 +692,16 @@ static void test_degenerate(const env *E, tu_rng *r)
         opts_tol(&o, 4096, 0.001);
         snprintf(what, sizeof what, "%s, tolerance", names[k]);
         run_case(E, what, &s.c, &o, 1);
+        cs_free(&s);
+    }
+    /* c * scale on integers and a few float steps off them, where the CUDA kernels' float
+     * shortcut for the curvature rule must leave the count to the double computation */
+    {
+        curveset s = {{0}};
+        grove_bezier_opts o;
+        gen(&s, r, 3000, GEN_INTEGER, 500.0f);
+        opts_curv(&o, 2, 4096, 5.0);
+        run_case(E, "curvature on integers", &s.c, &o, 1);
         cs_free(&s);
     }
     /* the counts of the degenerate kinds themselves */
@@ -881,8 +969,8 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
                     else
                         bad += memcmp(h8 + i, ref8.xy + (i - (uint64_t)shift), sizeof(float)) != 0;
                 }
-                CHECK_MSG(bad == 0, "%u vertices a curve, variant %d shift %d: %zu words wrong",
-                          mv, v, shift, bad);
+                CHECK_MSG(bad == 0, "%u vertices a curve, variant %d shift %d: %zu words wrong", mv,
+                          v, shift, bad);
             }
         grove__bz_flat_tune(0);
         cudaFree(d8);

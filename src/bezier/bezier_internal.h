@@ -137,55 +137,81 @@ GROVE__BZ_FN double grove__bz_curvature(const float *cp, int d)
 /* The curvature rule's floor(c * scale) (grove__bz_curvature in double, then the product) from
  * a float estimate, when the estimate is certain: returns 1 with *v = that integer, 0 when the
  * double computation must decide. The estimate est of V = scale max|cross| / len (the exact
- * value) errs by at most 4.1 u k S + 9.1 u est (u = 2^-24, k = scale / len, S = the largest
- * |ex chy| + |ey chx|; the reciprocal square root within 2 ulp, as CUDA's rsqrtf), and the
- * double computation's value before its floor lies within 2^-50 (k S + V) of V; the call
- * allows 2^-17 (k S + est) + 2^-30 (which also covers underflow), so that when that interval
- * holds a single integer, the double computation's floor is that integer. It gives up on a
- * chord below 2^-40 or above 2^40 in its larger coordinate (a zero chord takes the double
- * path's other branch), a difference above 2^40, a scale outside [2^-60, 2^60], an estimate
- * at or above 2^23, NaN and infinities; and where an integer lies in the interval (about
- * 2^-15 (k S + est) of all curves). Degree 1: c = 0 whatever the points (grove__bz_curvature
- * returns 0 for a chord of any length, NaN included), so *v = 0. The CUDA kernels use it
- * before the double computation; the CPU backend does not (tests compare the two on the
- * host, and the GPU's counts with the CPU's). */
-GROVE__BZ_FN int grove__bz_curv_floor_fast(const float *cp, int d, float scale, double *v)
+ * value) errs by at most 4 u k S + 10 u V + 2^-48 (u = 2^-24, k = scale / len, S = the largest
+ * |ex chy| + |ey chx|; the reciprocal square root within 2 ulp of the correctly rounded value,
+ * as CUDA documents rsqrtf), and the double computation's value before its floor lies within
+ * 2^-50 (k S + V) of V; the call allows 2^-17 (k S + est) + 2^-30 (at least 12 times what is
+ * needed; the 2^-30 and the 2^23 guard are margins), so that when that interval holds a single
+ * integer, the double computation's floor is that integer. It gives up on a chord below 2^-40
+ * or above 2^40 in its larger coordinate (a zero chord takes the double path's other branch),
+ * a difference above 2^40, a scale outside [2^-60, 2^60], an estimate at or above 2^23, NaN and
+ * infinities; and where an integer lies in the interval (about 2^-15 (k S + est) of all
+ * curves). The two inner points of a cubic may give the largest |cross| in float and in double
+ * at different points: the bound holds for the largest either way. Degree 1: c = 0 whatever
+ * the points (grove__bz_curvature returns +0 for a chord of any length, NaN included), so *v =
+ * 0. The CUDA kernels use it before the double computation; the CPU backend does not (tests
+ * compare the two on the host, the reciprocal square root stepped 2 ulp either way, and the
+ * GPU's counts with the CPU's). */
+
+/* grove__bz_curv_floor_fast's first half (degree 2 or 3): the largest |cross| *c, the largest
+ * |ex chy| + |ey chx| *smax and the chord's squared length *len2, in float; 0 where it gives up
+ * on the points. */
+GROVE__BZ_FN int grove__bz_curv_parts(const float *cp, int d, float *c, float *smax, float *len2)
 {
-    if (d == 1) {
-        *v = 0.0;
-        return 1;
-    }
-    if (!(scale >= 0x1p-60f && scale <= 0x1p60f)) return 0;
     const float x0 = cp[0], y0 = cp[1];
     const float chx = GROVE__BZ_FSUB(cp[2 * d], x0), chy = GROVE__BZ_FSUB(cp[2 * d + 1], y0);
     const float big = fmaxf(fabsf(chx), fabsf(chy));
     if (!(big >= 0x1p-40f && big <= 0x1p40f)) return 0; /* NaN too */
-    float c = 0.0f, smax = 0.0f;
+    float cm = 0.0f, sm = 0.0f;
     for (int i = 1; i < d; i++) {
         const float ex = GROVE__BZ_FSUB(cp[2 * i], x0), ey = GROVE__BZ_FSUB(cp[2 * i + 1], y0);
         if (!(fabsf(ex) <= 0x1p40f && fabsf(ey) <= 0x1p40f)) return 0;
         const float a = GROVE__BZ_FMUL(ex, chy), b = GROVE__BZ_FMUL(ey, chx);
-        c = fmaxf(c, fabsf(GROVE__BZ_FSUB(a, b)));
-        smax = fmaxf(smax, GROVE__BZ_FADD(fabsf(a), fabsf(b)));
+        cm = fmaxf(cm, fabsf(GROVE__BZ_FSUB(a, b)));
+        sm = fmaxf(sm, GROVE__BZ_FADD(fabsf(a), fabsf(b)));
     }
-    const float len2 = GROVE__BZ_FADD(GROVE__BZ_FMUL(chx, chx), GROVE__BZ_FMUL(chy, chy));
+    *c = cm;
+    *smax = sm;
+    *len2 = GROVE__BZ_FADD(GROVE__BZ_FMUL(chx, chx), GROVE__BZ_FMUL(chy, chy));
+    return 1;
+}
+
+/* Its second half: rinv = 1 / sqrt(len2) within 2 ulp; the estimate *est and the allowance *err
+ * (set unless the scale is refused); 1 with *v when the interval holds one integer. */
+GROVE__BZ_FN int grove__bz_curv_decide(float c, float smax, float rinv, float scale, float *est,
+                                       float *err, double *v)
+{
+    if (!(scale >= 0x1p-60f && scale <= 0x1p60f)) return 0;
+    const float k = GROVE__BZ_FMUL(scale, rinv);
+    const float e = GROVE__BZ_FMUL(c, k);
+    const float a = GROVE__BZ_FADD(
+        GROVE__BZ_FMUL(GROVE__BZ_FADD(GROVE__BZ_FMUL(smax, k), e), 0x1p-17f), 0x1p-30f);
+    *est = e;
+    *err = a;
+    const float hi = GROVE__BZ_FADD(e, a);
+    if (!(hi < 0x1p23f)) return 0; /* also NaN and infinities */
+    const float lo = fmaxf(GROVE__BZ_FSUB(e, a), 0.0f);
+    const float f = floorf(lo);
+    if (f != floorf(hi)) return 0;
+    *v = (double)f;
+    return 1;
+}
+
+GROVE__BZ_FN int grove__bz_curv_floor_fast(const float *cp, int d, float scale, double *v)
+{
+    float c, smax, len2, est, err;
+    if (d == 1) {
+        *v = 0.0;
+        return 1;
+    }
+    if (!(scale >= 0x1p-60f && scale <= 0x1p60f)) return 0; /* before the points, as decide */
+    if (!grove__bz_curv_parts(cp, d, &c, &smax, &len2)) return 0;
 #ifdef __CUDA_ARCH__
     const float rinv = rsqrtf(len2);
 #else
     const float rinv = 1.0f / sqrtf(len2);
 #endif
-    const float k = GROVE__BZ_FMUL(scale, rinv);
-    const float est = GROVE__BZ_FMUL(c, k);
-    const float err =
-        GROVE__BZ_FADD(GROVE__BZ_FMUL(GROVE__BZ_FADD(GROVE__BZ_FMUL(smax, k), est), 0x1p-17f),
-                       0x1p-30f);
-    const float hi = GROVE__BZ_FADD(est, err);
-    if (!(hi < 0x1p23f)) return 0; /* also NaN and infinities */
-    const float lo = fmaxf(GROVE__BZ_FSUB(est, err), 0.0f);
-    const float f = floorf(lo);
-    if (f != floorf(hi)) return 0;
-    *v = (double)f;
-    return 1;
+    return grove__bz_curv_decide(c, smax, rinv, scale, &est, &err, v);
 }
 
 /* M of the tolerance rule: the largest second difference of the control points. */
@@ -524,8 +550,8 @@ __device__ __forceinline__ void tile_stage(S &s, const float *__restrict__ cp,
  * kPer and of 32, so sh and low are the same for all of them, and g and wi grow by constants
  * (the loads then take immediate offsets). */
 template <class S>
-__device__ __forceinline__ int tile_curve(const S &s, int b, int prev, int g, int wi,
-                                          uint32_t sh, uint32_t low)
+__device__ __forceinline__ int tile_curve(const S &s, int b, int prev, int g, int wi, uint32_t sh,
+                                          uint32_t low)
 {
     const uint32_t bits = (s.flag[b][wi] >> sh) & low;
     return prev + (int)(s.excl[b][g] + (uint32_t)__popc(bits));
@@ -729,8 +755,8 @@ __device__ __forceinline__ void tile_write(S &s, int C, u64 vbase, u64 cap, uint
         constexpr int kU = kPer / 2 < 8 ? kPer / 2 : 8;
         int hb = 0;
         /* step hb + r's pair; full: the chunk lies below lim, so no step needs a bounds check */
-        float *dr = d0;  /* the run's first store: d0 + 4 kT hb */
-        int rar = ra0;   /* the run's first vertex: ra0 + 2 kT hb */
+        float *dr = d0; /* the run's first store: d0 + 4 kT hb */
+        int rar = ra0;  /* the run's first vertex: ra0 + 2 kT hb */
         auto step = [&](const int r, const bool full) {
             const int rr = hb + r;
             const int sa = sa0 + 2 * kT * rr; /* slot of the first vertex, >= -1 */
