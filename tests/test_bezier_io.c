@@ -1551,6 +1551,33 @@ static void test_svg_use(void)
                GROVE_CURVES_SVG, 0, NULL, NULL, 0);
     }
     {
+        /* display in the style attribute: it overrides the display attribute; the last
+         * declaration wins, an !important one over those without; names and keywords in any
+         * case; comments, quotes and parentheses do not split declarations; a declaration
+         * without ':' or with another value hides nothing; a hidden element drawn by a use
+         * stays hidden */
+        const int deg[] = {1, 1, 1, 1, 1, 1, 1};
+        const double cp[] = {2, 2, 3, 3, 0, 0, 0, 0,    4, 4, 5, 5, 0, 0, 0, 0,
+                             6, 6, 7, 7, 0, 0, 0, 0,    8, 8, 9, 9, 0, 0, 0, 0,
+                             10, 10, 11, 11, 0, 0, 0, 0, 12, 12, 13, 13, 0, 0, 0, 0,
+                             14, 14, 15, 15, 0, 0, 0, 0};
+        CURVES("style.svg",
+               "<svg><g style='display:none'><path d='M0 0 L1 1'/></g>"
+               "<path style='fill:red; DISPLAY : None ;stroke:blue' d='M0 0 L1 2'/>"
+               "<path style='display:none;display:inline' d='M2 2 L3 3'/>"
+               "<path style='display:none ! IMPORTANT;display:inline' d='M0 0 L1 3'/>"
+               "<path display='none' style='display:inline' d='M4 4 L5 5'/>"
+               "<path display='none' style='fill:none' d='M0 0 L1 4'/>"
+               "<path style='/* display:none */ fill:none' d='M6 6 L7 7'/>"
+               "<path style=\"font-family:'a;display:none'\" d='M8 8 L9 9'/>"
+               "<path style='background:url(a;display:none)' d='M10 10 L11 11'/>"
+               "<path style='display;display' d='M12 12 L13 13'/>"
+               "<path style='display:nonesuch' d='M14 14 L15 15'/>"
+               "<path id='h' style='display: none' d='M0 0 L1 5'/><use href='#h'/>"
+               "<path style='display:none/*x*/' d='M0 0 L1 6'/></svg>",
+               GROVE_CURVES_SVG, 7, deg, cp, 0);
+    }
+    {
         /* a read that succeeds leaves no error message from the root's unreadable size */
         grove_curves c;
         write_file(path_in("rootmsg.svg"),

@@ -721,12 +721,12 @@ enum { K_USE = SH_COUNT, K_SVG, K_SYMBOL, K_OTHER };
 /* The attributes read, wherever they are in the tag (href also as xlink:href). */
 enum {
     A_D, A_ID, A_TRANSFORM, A_X, A_Y, A_WIDTH, A_HEIGHT, A_RX, A_RY, A_CX, A_CY, A_R, A_X1, A_Y1,
-    A_X2, A_Y2, A_POINTS, A_HREF, A_VIEWBOX, A_PAR, A_DISPLAY, A_COUNT
+    A_X2, A_Y2, A_POINTS, A_HREF, A_VIEWBOX, A_PAR, A_DISPLAY, A_STYLE, A_COUNT
 };
 static const char *const attr_names[A_COUNT] = {
     "d",  "id", "transform", "x",  "y",  "width",  "height",  "rx",   "ry",
     "cx", "cy", "r",         "x1", "y1", "x2",     "y2",      "points", "href",
-    "viewBox", "preserveAspectRatio", "display"};
+    "viewBox", "preserveAspectRatio", "display", "style"};
 
 /* An attribute's raw value, s[b..e) of the file; has: the attribute is present. */
 typedef struct attr_span {
@@ -967,6 +967,99 @@ static int is_hidden_container(const char *s, size_t b, size_t e)
     return 0;
 }
 
+/* Whether s[0..n) is lit (lower case) in any ASCII case. */
+static int same_ascii_ci(const char *s, const char *lit, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if ((char)(s[k] | 0x20) != lit[k]) return 0;
+    return 1;
+}
+
+/* Whether v[b..e), blanks around it aside, is the CSS keyword none (in any ASCII case). */
+static int is_none(const char *v, size_t b, size_t e)
+{
+    while (b < e && is_xml_space(v[b])) b++;
+    while (e > b && is_xml_space(v[e - 1])) e--;
+    return e - b == 4 && (v[b] | 0x20) == 'n' && (v[b + 1] | 0x20) == 'o' &&
+           (v[b + 2] | 0x20) == 'n' && (v[b + 3] | 0x20) == 'e';
+}
+
+/* The display declaration of a style attribute's value v[0..len) (decoded; its comments are
+ * blanked in place): 1 when it is none, 0 when it is something else, -1 when there is none.
+ * Declarations are split at ';' outside quotes and parentheses; the last display declaration
+ * wins, one marked !important over those not marked. A declaration without ':' is skipped, as
+ * CSS does. */
+static int style_display_none(char *v, size_t len)
+{
+    int got = -1, got_imp = 0;
+    char quote = 0;
+    for (size_t i = 0; i < len; i++) { /* comments become blanks */
+        if (quote) {
+            if (v[i] == '\\' && i + 1 < len)
+                i++;
+            else if (v[i] == quote)
+                quote = 0;
+        } else if (v[i] == '"' || v[i] == '\'') {
+            quote = v[i];
+        } else if (v[i] == '/' && i + 1 < len && v[i + 1] == '*') {
+            size_t j = i + 2;
+            while (j + 1 < len && !(v[j] == '*' && v[j + 1] == '/')) j++;
+            j = j + 1 < len ? j + 2 : len;
+            memset(v + i, ' ', j - i);
+            i = j - 1;
+        }
+    }
+    for (size_t b = 0; b < len;) {
+        size_t e = b, colon = 0;
+        int depth = 0;
+        quote = 0;
+        for (; e < len; e++) {
+            const char c = v[e];
+            if (quote) {
+                if (c == '\\' && e + 1 < len)
+                    e++;
+                else if (c == quote)
+                    quote = 0;
+            } else if (c == '"' || c == '\'') {
+                quote = c;
+            } else if (c == '(') {
+                depth++;
+            } else if (c == ')') {
+                if (depth) depth--;
+            } else if (c == ';' && !depth) {
+                break;
+            } else if (c == ':' && !colon && !depth) {
+                colon = e;
+            }
+        }
+        if (colon) {
+            size_t pb = b, pe = colon, ve = e;
+            while (pb < pe && is_xml_space(v[pb])) pb++;
+            while (pe > pb && is_xml_space(v[pe - 1])) pe--;
+            if (pe - pb == 7 && same_ascii_ci(v + pb, "display", 7)) {
+                int imp = 0;
+                size_t k = ve;
+                while (k > colon + 1 && is_xml_space(v[k - 1])) k--;
+                /* "! important", in any case, blanks allowed after the '!' */
+                if (k >= colon + 1 + 9 && same_ascii_ci(v + k - 9, "important", 9)) {
+                    size_t m = k - 9;
+                    while (m > colon + 1 && is_xml_space(v[m - 1])) m--;
+                    if (m > colon + 1 && v[m - 1] == '!') {
+                        imp = 1;
+                        ve = m - 1;
+                    }
+                }
+                if (imp || !got_imp) {
+                    got = is_none(v, colon + 1, ve);
+                    got_imp = imp;
+                }
+            }
+        }
+        b = e + 1;
+    }
+    return got;
+}
+
 /* Reads the attributes of the tag whose name ends at s[*i] up to the end of the tag: their
  * spans into at[] (id, transform and display of every element, the others of kinds below
  * K_OTHER), *closed for "/>". lt is the offset of the '<', name the quoted element name. */
@@ -1027,7 +1120,8 @@ static grove_status read_attrs(svg_doc *x, size_t *i, size_t lt, const char *nam
                 }
             for (int k = 0; k < A_COUNT; k++) {
                 const size_t nb = k == A_HREF ? lb : ab;
-                if ((k == A_TRANSFORM || k == A_ID || k == A_DISPLAY || kind < K_OTHER) &&
+                if ((k == A_TRANSFORM || k == A_ID || k == A_DISPLAY || k == A_STYLE ||
+                     kind < K_OTHER) &&
                     ae - nb == strlen(attr_names[k]) &&
                     memcmp(s + nb, attr_names[k], ae - nb) == 0) {
                     if (k == A_HREF && lb != ab && href_plain) continue;
@@ -1432,15 +1526,20 @@ static grove_status start_tag(svg_doc *x, size_t *i)
     self = parent;
     /* a <use> draws a <symbol>; a <defs>, <clipPath>, ... that it refers to stays undrawn */
     hidden = parent.hidden || (is_hidden_container(x->s, nb, ne) && !(shown && kind == K_SYMBOL));
-    if (at[A_DISPLAY].has && !hidden && !x->indexing) {
-        size_t len, b = 0;
-        GROVE_TRY(decode_value(x, at[A_DISPLAY].b, at[A_DISPLAY].e, &len));
-        while (b < len && is_xml_space(x->val[b])) b++;
-        while (len > b && is_xml_space(x->val[len - 1])) len--;
-        /* a CSS keyword: ASCII case does not matter */
-        if (len - b == 4 && (x->val[b] | 0x20) == 'n' && (x->val[b + 1] | 0x20) == 'o' &&
-            (x->val[b + 2] | 0x20) == 'n' && (x->val[b + 3] | 0x20) == 'e')
-            hidden = 1;
+    if (!hidden && !x->indexing) {
+        /* the style attribute's display declaration wins over the display attribute (CSS: a
+         * presentation attribute is overridden by any declaration) */
+        int none = -1;
+        size_t len;
+        if (at[A_STYLE].has) {
+            GROVE_TRY(decode_value(x, at[A_STYLE].b, at[A_STYLE].e, &len));
+            none = style_display_none(x->val, len);
+        }
+        if (none < 0 && at[A_DISPLAY].has) {
+            GROVE_TRY(decode_value(x, at[A_DISPLAY].b, at[A_DISPLAY].e, &len));
+            none = is_none(x->val, 0, len);
+        }
+        if (none > 0) hidden = 1;
     }
 
     /* paths, shapes and uses are numbered in file order, drawn or not; inside what a <use> draws,
