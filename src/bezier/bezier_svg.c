@@ -980,8 +980,7 @@ static int is_none(const char *v, size_t b, size_t e)
 {
     while (b < e && is_xml_space(v[b])) b++;
     while (e > b && is_xml_space(v[e - 1])) e--;
-    return e - b == 4 && (v[b] | 0x20) == 'n' && (v[b + 1] | 0x20) == 'o' &&
-           (v[b + 2] | 0x20) == 'n' && (v[b + 3] | 0x20) == 'e';
+    return e - b == 4 && same_ascii_ci(v + b, "none", 4);
 }
 
 /* The display declaration of a style attribute's value v[0..len) (decoded; its comments are
@@ -992,27 +991,10 @@ static int is_none(const char *v, size_t b, size_t e)
 static int style_display_none(char *v, size_t len)
 {
     int got = -1, got_imp = 0;
-    char quote = 0;
-    for (size_t i = 0; i < len; i++) { /* comments become blanks */
-        if (quote) {
-            if (v[i] == '\\' && i + 1 < len)
-                i++;
-            else if (v[i] == quote)
-                quote = 0;
-        } else if (v[i] == '"' || v[i] == '\'') {
-            quote = v[i];
-        } else if (v[i] == '/' && i + 1 < len && v[i + 1] == '*') {
-            size_t j = i + 2;
-            while (j + 1 < len && !(v[j] == '*' && v[j + 1] == '/')) j++;
-            j = j + 1 < len ? j + 2 : len;
-            memset(v + i, ' ', j - i);
-            i = j - 1;
-        }
-    }
     for (size_t b = 0; b < len;) {
         size_t e = b, colon = 0;
         int depth = 0;
-        quote = 0;
+        char quote = 0;
         for (; e < len; e++) {
             const char c = v[e];
             if (quote) {
@@ -1022,6 +1004,13 @@ static int style_display_none(char *v, size_t len)
                     quote = 0;
             } else if (c == '"' || c == '\'') {
                 quote = c;
+            } else if (c == '/' && e + 1 < len && v[e + 1] == '*') {
+                /* a comment becomes blanks, which the trimming below steps over */
+                size_t j = e + 2;
+                while (j + 1 < len && !(v[j] == '*' && v[j + 1] == '/')) j++;
+                j = j + 1 < len ? j + 2 : len;
+                memset(v + e, ' ', j - e);
+                e = j - 1;
             } else if (c == '(') {
                 depth++;
             } else if (c == ')') {
