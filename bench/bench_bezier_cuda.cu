@@ -147,8 +147,9 @@ extern "C" grove_status grove__bench_bezier_cuda(grove_ctx *ctx, const grove_cur
     }
 
     /* v: 0 flat, 1 cdp, 2 flat with a block a tile (the hook), 3 cdp with children of a tile a
-     * block (the hook), 4 flat in chunks of 16 vertices a thread (the hook) */
-    for (int v = 0; v < 5 && *nrows < max_rows; v++) {
+     * block (the hook), 4 flat in chunks of 16 vertices a thread (the hook), 5 flat taking the
+     * next tile after writing the current one (the hook) */
+    for (int v = 0; v < 6 && *nrows < max_rows; v++) {
         grove_bezier_opts o;
         grove_bezier_stats bs;
         uint64_t total = 0;
@@ -157,7 +158,7 @@ extern "C" grove_status grove__bench_bezier_cuda(grove_ctx *ctx, const grove_cur
         const int cdp = v == 1 || v == 3;
         o.variant = cdp ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
         grove__bz_flat_tune(v == 4 ? 16 : 0);
-        grove__bz_flat_mode(v == 2 ? 1 : 0);
+        grove__bz_flat_mode(v == 2 ? 1 : v == 5 ? 7 : 0);
         grove__bz_cdp_mode(v == 3 ? 1 : 0);
         auto run = [&]() -> grove_status {
             return grove_bezier_tessellate_device(ctx, d.cp, d.deg, n, &o, d.off, d.xy, tv, &total,
@@ -190,6 +191,7 @@ extern "C" grove_status grove__bench_bezier_cuda(grove_ctx *ctx, const grove_cur
             snprintf(op, sizeof op,
                      v == 2   ? "flat_tile_%s"
                      : v == 4 ? "flat_k16_%s"
+                     : v == 5 ? "flat_after_%s"
                               : "flat_%s",
                      size_name);
         grove__bench_add_row(rows, max_rows, nrows, op, "grove", (size_t)tv, ms, bytes, copy_gbps,

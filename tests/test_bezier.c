@@ -386,11 +386,12 @@ static void run_case(const env *E, const char *what, const grove_curves *in,
          * tile writer in chunks of 32 vertices a thread), then in chunks of 8; a block a tile;
          * persistent blocks taking their next tile early; one persistent block taking every
          * tile in turn (late, early); the state words copied back; chunks of 16 with one
-         * persistent block and with the default blocks, chunks of 8 with one (the hooks'
+         * persistent block and with the default blocks, chunks of 8 with one; the next tile
+         * taken after the current one is written instead of at its last chunk (the hooks'
          * numbers) */
-        enum { NFP = 10 };
-        const int fper[NFP] = {0, 8, 0, 0, 0, 0, 0, 16, 16, 8},
-                  fmodes[NFP] = {0, 0, 1, 3, 4, 5, 6, 4, 0, 4};
+        enum { NFP = 11 };
+        const int fper[NFP] = {0, 8, 0, 0, 0, 0, 0, 16, 16, 8, 0},
+                  fmodes[NFP] = {0, 0, 1, 3, 4, 5, 6, 4, 0, 4, 7};
 #else
         enum { NFP = 1 };
         const int nplans = 1;

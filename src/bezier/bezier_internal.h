@@ -671,9 +671,15 @@ template <class S> __device__ __forceinline__ void tile_offsets(S &s, int C, uin
  * caller passes big = ~0u (no curve skipped), so the loop drops the skip bits' tests and a full
  * chunk's pairs store without a branch. All threads call it.
  */
-template <bool kAligned, int kPer, bool kNamed = false, bool kSkip = true, class S>
+/* tile_write's default hook at its last chunk: nothing. */
+struct NoLast {
+    __device__ __forceinline__ void operator()() const {}
+};
+
+template <bool kAligned, int kPer, bool kNamed = false, bool kSkip = true, class S,
+          class L = NoLast>
 __device__ __forceinline__ void tile_write(S &s, int C, u64 vbase, u64 cap, uint32_t big,
-                                           float *__restrict__ xy)
+                                           float *__restrict__ xy, L on_last = L())
 {
     static_assert(kPer == 8 || kPer == 16 || kPer == 32, "chunks of 8, 16 or 32 vertices a thread");
     static_assert(kPer <= S::kPerMax, "the staging's chunk flags hold kT kPer bits");
@@ -712,6 +718,7 @@ __device__ __forceinline__ void tile_write(S &s, int C, u64 vbase, u64 cap, uint
     int prev = -1; /* the curve of the slot before the chunk */
     int b = 0;
     for (uint32_t q = 0; q < lim + (uint32_t)sh; q += kV, b ^= 1) {
+        if (q + kV >= lim + (uint32_t)sh) on_last(); /* every thread, at the last chunk */
         {
             const uint2 o01 = *reinterpret_cast<const uint2 *>(&s.off[t * kCPT]);
 #pragma unroll
