@@ -100,6 +100,29 @@ struct FusedSmem {
     unsigned capped[kT / 32];
 };
 
+/* Called by one whole warp: takes the block's next tile id from the counter into f.id[nb] and
+ * asks L2 for that tile's control points (32 B a curve) and degrees, a 128-byte line a request,
+ * every line inside the input. */
+__device__ __forceinline__ void take_next(FusedSmem &f, int nb, uint32_t *counter, u64 ntiles,
+                                          u64 n, const float *__restrict__ cp,
+                                          const uint8_t *__restrict__ deg)
+{
+    const unsigned lane = threadIdx.x & 31u;
+    int nx = 0;
+    if (lane == 0) nx = (int)atomicAdd(counter, 1u);
+    nx = __shfl_sync(0xffffffffu, nx, 0);
+    if (lane == 0) f.id[nb] = nx;
+    if ((u64)nx >= ntiles) return;
+    const u64 nc0 = (u64)nx * kC;
+    const u64 nC = n - nc0 < (u64)kC ? n - nc0 : (u64)kC;
+    const char *pc = reinterpret_cast<const char *>(cp + 8 * nc0);
+    const u64 lines = (32 * nC + 127) / 128;
+    for (u64 l = lane; l < lines; l += 32)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(pc + 128 * l));
+    if (lane < (nC + 127) / 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(deg + nc0 + 128 * lane));
+}
+
 /* One tile of the single pass (decoupled look-back, Merrill & Garland, with prim's tile states):
  * stages tile `id`'s curves, counts them, scans the counts, publishes the tile's total and looks
  * back for the vertices before it, writes the tile's offsets and then its vertices below cap.
@@ -176,24 +199,7 @@ fused_tile(TileSmemT<kPer> &s, FusedSmem &f, int id, int nb, bool next,
             if (cs && st) atomicAdd(&st[S_CAPPED], (u64)cs);
             f.prefix = prefix;
         }
-        if (next) {
-            int nx = 0;
-            if (lane == 0) nx = (int)atomicAdd(counter, 1u);
-            nx = __shfl_sync(0xffffffffu, nx, 0);
-            if (lane == 0) f.id[nb] = nx;
-            if ((u64)nx < ntiles) {
-                /* the next tile's control points (32 B a curve) and degrees, a 128-byte line
-                 * a request, every line inside the input */
-                const u64 nc0 = (u64)nx * kC;
-                const u64 nC = n - nc0 < (u64)kC ? n - nc0 : (u64)kC;
-                const char *pc = reinterpret_cast<const char *>(cp + 8 * nc0);
-                const u64 lines = (32 * nC + 127) / 128;
-                for (u64 l = lane; l < lines; l += 32)
-                    asm volatile("prefetch.global.L2 [%0];" ::"l"(pc + 128 * l));
-                if (lane < (nC + 127) / 128)
-                    asm volatile("prefetch.global.L2 [%0];" ::"l"(deg + nc0 + 128 * lane));
-            }
-        }
+        if (next) take_next(f, nb, counter, ntiles, n, cp, deg);
     }
     __syncthreads();
     const u64 vbase = f.prefix;
@@ -210,22 +216,7 @@ fused_tile(TileSmemT<kPer> &s, FusedSmem &f, int id, int nb, bool next,
      * asked of L2, so that they arrive while the chunk is written; f.id[nb] = -1 until then
      * (set by the caller), and taken after the writer when it returns without a chunk */
     auto take = [&]() {
-        if (w == 0) {
-            int nx = 0;
-            if (lane == 0) nx = (int)atomicAdd(counter, 1u);
-            nx = __shfl_sync(0xffffffffu, nx, 0);
-            if (lane == 0) f.id[nb] = nx;
-            if ((u64)nx < ntiles) {
-                const u64 nc0 = (u64)nx * kC;
-                const u64 nC = n - nc0 < (u64)kC ? n - nc0 : (u64)kC;
-                const char *pc = reinterpret_cast<const char *>(cp + 8 * nc0);
-                const u64 lines = (32 * nC + 127) / 128;
-                for (u64 l = lane; l < lines; l += 32)
-                    asm volatile("prefetch.global.L2 [%0];" ::"l"(pc + 128 * l));
-                if (lane < (nC + 127) / 128)
-                    asm volatile("prefetch.global.L2 [%0];" ::"l"(deg + nc0 + 128 * lane));
-            }
-        }
+        if (w == 0) take_next(f, nb, counter, ntiles, n, cp, deg);
     };
     tile_write<kAligned, kPer, false, false>(s, C, vbase, cap, 0xffffffffu, xy, take);
 }
