@@ -242,7 +242,8 @@ __global__ void __launch_bounds__(kT, 5)
  * is left (one launch of as many blocks as fit, the tile's shared memory set up once a block).
  * Tile ids still come from the counter in order, so the look-back cannot deadlock whatever
  * the number of resident blocks. early: take the next tile id when this tile's prefix is
- * published and prefetch its curves into L2 (else: take it when this tile is written). */
+ * published and prefetch its curves into L2; else kLast: take it, and prefetch, at the start of
+ * this tile's last chunk; else: take it when this tile is written. */
 template <bool kAligned, int kPer, bool kLast = false>
 __global__ void __launch_bounds__(kT, 5)
     bz_fused_persist(const float *__restrict__ cp, const uint8_t *__restrict__ deg, u64 n,
