@@ -1578,6 +1578,32 @@ static void test_svg_use(void)
                GROVE_CURVES_SVG, 7, deg, cp, 0);
     }
     {
+        /* visibility (attribute and style declaration, the declaration winning): hidden and
+         * collapse hide a path or shape, which is then not read either (the broken data below
+         * gives no error); the content inherits it unless it says visible; inherit and values
+         * not known keep the inherited one; !important; a use's content inherits the use's */
+        const int deg[] = {1, 1, 1, 1, 1};
+        const double cp[] = {2, 2, 3, 3, 0, 0, 0, 0, 4, 4, 5, 5, 0, 0, 0, 0,
+                             6, 6, 7, 7, 0, 0, 0, 0, 8, 8, 9, 9, 0, 0, 0, 0,
+                             8, 8, 9, 9, 0, 0, 0, 0};
+        CURVES("visibility.svg",
+               "<svg><path visibility='hidden' d='M0 0 L1 1'/>"
+               "<path style='fill:red;visibility:hidden' d='M0 0 L1 2'/>"
+               "<path visibility='hidden' style='visibility:visible' d='M2 2 L3 3'/>"
+               "<g visibility='hidden'><path d='M0 0 L1 3'/>"
+               "<path visibility='visible' d='M4 4 L5 5'/></g>"
+               "<g style='visibility:collapse'><g><rect width='1' height='1'/></g></g>"
+               "<path visibility=' HIDDEN ' d='M0 0 L1 5'/>"
+               "<g visibility='hidden'><path visibility='inherit' d='M0 0 L1 6'/>"
+               "<path visibility='bogus' d='M0 0 L1 7'/></g>"
+               "<path style='visibility:hidden !important; visibility:visible' d='M0 0 L1 8'/>"
+               "<path id='v' d='M6 6 L7 7'/><use href='#v' visibility='hidden'/>"
+               "<g id='w' visibility='visible'><path d='M8 8 L9 9'/></g>"
+               "<use href='#w' style='visibility:hidden'/>"
+               "<path visibility='hidden' d='M0 0 X'/></svg>",
+               GROVE_CURVES_SVG, 5, deg, cp, 0);
+    }
+    {
         /* a read that succeeds leaves no error message from the root's unreadable size */
         grove_curves c;
         write_file(path_in("rootmsg.svg"),

@@ -57,12 +57,14 @@ static affine compose(const affine *m, const affine *n)
  * defines as equivalent paths. */
 enum { SH_PATH, SH_RECT, SH_CIRCLE, SH_ELLIPSE, SH_LINE, SH_POLYLINE, SH_POLYGON, SH_COUNT };
 
-/* An open element: its transform, and whether what it holds is drawn (not inside <defs>,
+/* An open element: its transform, whether what it holds is drawn (not inside <defs>,
  * <symbol>, <clipPath>, <mask>, <marker> or <pattern>, unless a <use> draws it, nor under
- * display="none"). */
+ * display="none"), and its visibility (invis: hidden or collapse, which its content inherits
+ * unless it says visible). */
 typedef struct frame {
     affine m;
     int hidden;
+    int invis;
     double vw, vh; /* the nearest viewport's size in user units (percentages), ... */
     int vk;        /* ... when known */
 } frame;
@@ -721,12 +723,12 @@ enum { K_USE = SH_COUNT, K_SVG, K_SYMBOL, K_OTHER };
 /* The attributes read, wherever they are in the tag (href also as xlink:href). */
 enum {
     A_D, A_ID, A_TRANSFORM, A_X, A_Y, A_WIDTH, A_HEIGHT, A_RX, A_RY, A_CX, A_CY, A_R, A_X1, A_Y1,
-    A_X2, A_Y2, A_POINTS, A_HREF, A_VIEWBOX, A_PAR, A_DISPLAY, A_STYLE, A_COUNT
+    A_X2, A_Y2, A_POINTS, A_HREF, A_VIEWBOX, A_PAR, A_DISPLAY, A_STYLE, A_VISIBILITY, A_COUNT
 };
 static const char *const attr_names[A_COUNT] = {
     "d",  "id", "transform", "x",  "y",  "width",  "height",  "rx",   "ry",
     "cx", "cy", "r",         "x1", "y1", "x2",     "y2",      "points", "href",
-    "viewBox", "preserveAspectRatio", "display", "style"};
+    "viewBox", "preserveAspectRatio", "display", "style", "visibility"};
 
 /* An attribute's raw value, s[b..e) of the file; has: the attribute is present. */
 typedef struct attr_span {
@@ -983,14 +985,15 @@ static int is_none(const char *v, size_t b, size_t e)
     return e - b == 4 && same_ascii_ci(v + b, "none", 4);
 }
 
-/* The display declaration of a style attribute's value v[0..len) (decoded; its comments are
- * blanked in place): 1 when it is none, 0 when it is something else, -1 when there is none.
- * Declarations are split at ';' outside quotes and parentheses; the last display declaration
- * wins, one marked !important over those not marked. A declaration without ':' is skipped, as
- * CSS does. */
-static int style_display_none(char *v, size_t len)
+/* The declaration of property prop (plen characters, lower case) in a style attribute's value
+ * v[0..len) (decoded; its comments are blanked in place): 1 with its value's span v[*vb..*vend)
+ * (without "!important"), 0 when there is none. Declarations are split at ';' outside quotes
+ * and parentheses; the last one wins, one marked !important over those not marked. A
+ * declaration without ':' is skipped, as CSS does. */
+static int style_decl(char *v, size_t len, const char *prop, size_t plen, size_t *vb,
+                      size_t *vend)
 {
-    int got = -1, got_imp = 0;
+    int got = 0, got_imp = 0;
     for (size_t b = 0; b < len;) {
         size_t e = b, colon = 0;
         int depth = 0;
@@ -1025,7 +1028,7 @@ static int style_display_none(char *v, size_t len)
             size_t pb = b, pe = colon, ve = e;
             while (pb < pe && is_xml_space(v[pb])) pb++;
             while (pe > pb && is_xml_space(v[pe - 1])) pe--;
-            if (pe - pb == 7 && same_ascii_ci(v + pb, "display", 7)) {
+            if (pe - pb == plen && same_ascii_ci(v + pb, prop, plen)) {
                 int imp = 0;
                 size_t k = ve;
                 while (k > colon + 1 && is_xml_space(v[k - 1])) k--;
@@ -1039,8 +1042,10 @@ static int style_display_none(char *v, size_t len)
                     }
                 }
                 if (imp || !got_imp) {
-                    got = is_none(v, colon + 1, ve);
+                    got = 1;
                     got_imp = imp;
+                    *vb = colon + 1;
+                    *vend = ve;
                 }
             }
         }
@@ -1049,8 +1054,22 @@ static int style_display_none(char *v, size_t len)
     return got;
 }
 
+/* A visibility value v[b..e) (blanks around it aside, any ASCII case): 1 for hidden and
+ * collapse, 0 for visible, -1 for anything else (inherit, or a value not known: the inherited
+ * visibility stands). */
+static int visibility_of(const char *v, size_t b, size_t e)
+{
+    while (b < e && is_xml_space(v[b])) b++;
+    while (e > b && is_xml_space(v[e - 1])) e--;
+    if (e - b == 6 && same_ascii_ci(v + b, "hidden", 6)) return 1;
+    if (e - b == 8 && same_ascii_ci(v + b, "collapse", 8)) return 1;
+    if (e - b == 7 && same_ascii_ci(v + b, "visible", 7)) return 0;
+    return -1;
+}
+
 /* Reads the attributes of the tag whose name ends at s[*i] up to the end of the tag: their
- * spans into at[] (id, transform and display of every element, the others of kinds below
+ * spans into at[] (id, transform, display, style and visibility of every element, the others
+ * of kinds below
  * K_OTHER), *closed for "/>". lt is the offset of the '<', name the quoted element name. */
 static grove_status read_attrs(svg_doc *x, size_t *i, size_t lt, const char *name, int kind,
                                attr_span *at, int *closed)
@@ -1110,7 +1129,7 @@ static grove_status read_attrs(svg_doc *x, size_t *i, size_t lt, const char *nam
             for (int k = 0; k < A_COUNT; k++) {
                 const size_t nb = k == A_HREF ? lb : ab;
                 if ((k == A_TRANSFORM || k == A_ID || k == A_DISPLAY || k == A_STYLE ||
-                     kind < K_OTHER) &&
+                     k == A_VISIBILITY || kind < K_OTHER) &&
                     ae - nb == strlen(attr_names[k]) &&
                     memcmp(s + nb, attr_names[k], ae - nb) == 0) {
                     if (k == A_HREF && lb != ab && href_plain) continue;
@@ -1200,8 +1219,9 @@ static grove_status viewbox_map(svg_doc *x, where *w, const attr_span *a, const 
     return GROVE_OK;
 }
 
-/* Opens an element: a frame with the viewport of vp, transform m and hidden. */
-static grove_status push_frame(svg_doc *x, const frame *vp, const affine *m, int hidden)
+/* Opens an element: a frame with the viewport of vp, transform m, hidden and invis. */
+static grove_status push_frame(svg_doc *x, const frame *vp, const affine *m, int hidden,
+                               int invis)
 {
     if (x->depth == x->stack_cap) {
         size_t nc = x->stack_cap ? 2 * x->stack_cap : 32;
@@ -1215,6 +1235,7 @@ static grove_status push_frame(svg_doc *x, const frame *vp, const affine *m, int
     x->stack[x->depth] = *vp;
     x->stack[x->depth].m = *m;
     x->stack[x->depth].hidden = hidden;
+    x->stack[x->depth].invis = invis;
     x->depth++;
     return GROVE_OK;
 }
@@ -1289,12 +1310,13 @@ static grove_status use_charge(svg_doc *x, const where *w, size_t bytes)
     return GROVE_OK;
 }
 
-/* Draws what <use> (attributes at, transform m with its own transform applied) refers to: the
- * element with that id and what it holds, drawn where the use is, moved by (x, y); a <symbol>
+/* Draws what <use> (attributes at, transform m with its own transform applied, visibility
+ * invis, which the content inherits) refers to: the element with that id and what it holds,
+ * drawn where the use is, moved by (x, y); a <symbol>
  * or <svg> with a viewBox is scaled into the use's width and height (else its own, else the
  * root viewport's). */
 static grove_status draw_use(svg_doc *x, where *w, const attr_span *at, const affine *m,
-                             const frame *vp)
+                             const frame *vp, int invis)
 {
     size_t len, target, i, d0, ne;
     double ux, uy;
@@ -1404,7 +1426,7 @@ static grove_status draw_use(svg_doc *x, where *w, const attr_span *at, const af
     /* draw the target's element as if it stood here: a frame holding t, then the scan from its
      * start tag until that element has ended */
     d0 = x->depth;
-    GROVE_TRY(push_frame(x, vp, &t, 0));
+    GROVE_TRY(push_frame(x, vp, &t, 0, invis));
     x->active[x->nactive++] = target;
     x->force_shown = 1;
     x->extra = extra;
@@ -1497,9 +1519,9 @@ static grove_status viewport(svg_doc *x, where *w, const attr_span *at, int root
 static grove_status start_tag(svg_doc *x, size_t *i)
 {
     size_t nb = *i, ne, lt = *i - 1, no = 0;
-    int closed, kind, hidden, shown = x->force_shown;
+    int closed, kind, hidden, invis, shown = x->force_shown;
     attr_span at[A_COUNT];
-    frame parent = {{1, 0, 0, 1, 0, 0}, 0, 0, 0, 0}, self;
+    frame parent = {{1, 0, 0, 1, 0, 0}, 0, 0, 0, 0, 0}, self;
     affine m;
     where w;
     char name[48], q[64];
@@ -1515,20 +1537,30 @@ static grove_status start_tag(svg_doc *x, size_t *i)
     self = parent;
     /* a <use> draws a <symbol>; a <defs>, <clipPath>, ... that it refers to stays undrawn */
     hidden = parent.hidden || (is_hidden_container(x->s, nb, ne) && !(shown && kind == K_SYMBOL));
+    invis = parent.invis;
     if (!hidden && !x->indexing) {
-        /* the style attribute's display declaration wins over the display attribute (CSS: a
-         * presentation attribute is overridden by any declaration) */
-        int none = -1;
-        size_t len;
+        /* the style attribute's declarations win over the display and visibility attributes
+         * (CSS: a presentation attribute is overridden by any declaration) */
+        int none = -1, vis = -1, vis_decl = 0;
+        size_t len, vb, ve;
         if (at[A_STYLE].has) {
             GROVE_TRY(decode_value(x, at[A_STYLE].b, at[A_STYLE].e, &len));
-            none = style_display_none(x->val, len);
+            if (style_decl(x->val, len, "display", 7, &vb, &ve)) none = is_none(x->val, vb, ve);
+            if (style_decl(x->val, len, "visibility", 10, &vb, &ve)) {
+                vis_decl = 1;
+                vis = visibility_of(x->val, vb, ve);
+            }
         }
         if (none < 0 && at[A_DISPLAY].has) {
             GROVE_TRY(decode_value(x, at[A_DISPLAY].b, at[A_DISPLAY].e, &len));
             none = is_none(x->val, 0, len);
         }
+        if (!vis_decl && at[A_VISIBILITY].has) {
+            GROVE_TRY(decode_value(x, at[A_VISIBILITY].b, at[A_VISIBILITY].e, &len));
+            vis = visibility_of(x->val, 0, len);
+        }
         if (none > 0) hidden = 1;
+        if (vis >= 0) invis = vis;
     }
 
     /* paths, shapes and uses are numbered in file order, drawn or not; inside what a <use> draws,
@@ -1596,20 +1628,22 @@ static grove_status start_tag(svg_doc *x, size_t *i)
         if (shown) m = compose(&m, &x->extra);
         if (kind == K_SVG || (kind == K_SYMBOL && shown))
             GROVE_TRY(viewport(x, &w, at, !x->svg_seen, shown, &parent, &self, &m, &hidden));
-        if (kind == SH_PATH && at[A_D].has) {
+        /* an invisible path or shape is neither drawn nor read (as one under display none);
+         * what an invisible use draws may say visible */
+        if (kind == SH_PATH && at[A_D].has && !invis) {
             size_t len;
             w.attr = "d";
             GROVE_TRY(decode_value(x, at[A_D].b, at[A_D].e, &len));
             GROVE_TRY(parse_path_data(x, &w, &m, len));
-        } else if (kind > SH_PATH && kind < SH_COUNT) {
+        } else if (kind > SH_PATH && kind < SH_COUNT && !invis) {
             GROVE_TRY(emit_shape(x, kind, at, &w, &m));
         } else if (kind == K_USE) {
-            GROVE_TRY(draw_use(x, &w, at, &m, &parent));
+            GROVE_TRY(draw_use(x, &w, at, &m, &parent, invis));
         }
     }
     if (kind == K_SVG) x->svg_seen = 1;
     if (!closed) {
-        GROVE_TRY(push_frame(x, &self, &m, hidden));
+        GROVE_TRY(push_frame(x, &self, &m, hidden, invis));
     }
     return GROVE_OK;
 oom:
