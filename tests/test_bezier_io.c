@@ -1604,6 +1604,64 @@ static void test_svg_use(void)
                GROVE_CURVES_SVG, 5, deg, cp, 0);
     }
     {
+        /* visibility and <use>: content drawn by a use inherits the use's visibility, not that of
+         * its ancestors where it stands (p inside a hidden group, drawn at x=5 by a visible use,
+         * not by the use inside the hidden group); a use of a use; a symbol drawn by an
+         * invisible use shows only what says visible; a symbol's own visibility */
+        const int deg[] = {1, 1, 1, 1, 1, 1};
+        const double cp[] = {5, 0, 6, 1, 0, 0, 0, 0, 2, 2, 3, 3, 0, 0, 0, 0,
+                             0, 0, 1, 1, 0, 0, 0, 0, 10, 0, 11, 1, 0, 0, 0, 0,
+                             0, 0, 1, 1, 0, 0, 0, 0, 20, 0, 21, 1, 0, 0, 0, 0};
+        CURVES("visibility-use.svg",
+               "<svg><g visibility='hidden'><path id='p' d='M0 0 L1 1'/>"
+               "<use href='#p' x='9'/></g><use href='#p' x='5'/>"
+               "<symbol id='s'><path d='M0 0 L1 9'/><path visibility='visible' d='M2 2 L3 3'/>"
+               "</symbol><use href='#s' style='visibility:hidden'/>"
+               "<symbol id='t' visibility='collapse'><path d='M0 0 L1 8'/></symbol>"
+               "<use href='#t'/>"
+               "<path id='q' d='M0 0 L1 1'/><use id='u' href='#q' x='10'/>"
+               "<g visibility='hidden'><use href='#u' x='10'/></g>"
+               "<use id='u2' visibility='visible' href='#q'/>"
+               "<g visibility='hidden'><use href='#u2' x='20'/></g></svg>",
+               GROVE_CURVES_SVG, 6, deg, cp, 0);
+    }
+    {
+        /* display none is not undone by visible; an invisible group's or nested svg's
+         * transform and position still move the visible content inside it */
+        const int deg[] = {1, 1};
+        const double cp[] = {10, 0, 11, 1, 0, 0, 0, 0, 22, 2, 23, 3, 0, 0, 0, 0};
+        CURVES("visibility-display.svg",
+               "<svg><g display='none'><path visibility='visible' d='M0 0 L1 1'/></g>"
+               "<g style='display:none'><g visibility='visible'><rect width='1' height='1'/>"
+               "</g></g><path visibility='visible' style='display:none' d='M0 0 L1 2'/>"
+               "<g visibility='hidden' transform='translate(10 0)'>"
+               "<path visibility='visible' d='M0 0 L1 1'/></g>"
+               "<svg visibility='hidden' x='20'><path d='M0 0 L1 3'/>"
+               "<path style='visibility:visible' d='M2 2 L3 3'/></svg></svg>",
+               GROVE_CURVES_SVG, 2, deg, cp, 0);
+    }
+    /* paths and shapes are numbered drawn or not: the error names path 1 and rect 1 */
+    BAD("visibility-no.svg",
+        "<svg><path visibility='hidden' d='M0 0 X'/><path d='M0 0 Y'/></svg>",
+        GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT, "path 1: command 'Y'", NULL);
+    BAD("visibility-no2.svg",
+        "<svg><rect visibility='hidden' width='x'/><rect width='y' height='1'/></svg>",
+        GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT, "rect 1: width is not a length: 'y'", NULL);
+    {
+        /* CSS: a declaration with an invalid value is dropped, so the attribute or an earlier
+         * declaration stands; initial is visible */
+        const int deg[] = {1};
+        const double cp[] = {0, 0, 1, 5, 0, 0, 0, 0};
+        CURVES("visibility-invalid.svg",
+               "<svg><path visibility='hidden' style='visibility:bogus' d='M0 0 L1 1'/>"
+               "<path style='visibility:hidden;visibility:bogus' d='M0 0 L1 2'/>"
+               "<path visibility='hidden' style='visibility:' d='M0 0 L1 3'/>"
+               "<path style='visibility:hidden!important;visibility:x!important' d='M0 0 L1 4'/>"
+               "<g visibility='hidden'><path style='visibility:initial' d='M0 0 L1 5'/></g>"
+               "</svg>",
+               GROVE_CURVES_SVG, 1, deg, cp, 0);
+    }
+    {
         /* a read that succeeds leaves no error message from the root's unreadable size */
         grove_curves c;
         write_file(path_in("rootmsg.svg"),

@@ -985,13 +985,40 @@ static int is_none(const char *v, size_t b, size_t e)
     return e - b == 4 && same_ascii_ci(v + b, "none", 4);
 }
 
+/* A visibility value v[b..e) (blanks around it aside, any ASCII case): 1 for hidden and
+ * collapse, 0 for visible and initial, -1 for inherit and unset (the inherited visibility
+ * stands), -2 for anything else (not valid). */
+static int visibility_of(const char *v, size_t b, size_t e)
+{
+    while (b < e && is_xml_space(v[b])) b++;
+    while (e > b && is_xml_space(v[e - 1])) e--;
+    const size_t n = e - b;
+    if ((n == 6 && same_ascii_ci(v + b, "hidden", 6)) ||
+        (n == 8 && same_ascii_ci(v + b, "collapse", 8)))
+        return 1;
+    if ((n == 7 && same_ascii_ci(v + b, "visible", 7)) ||
+        (n == 7 && same_ascii_ci(v + b, "initial", 7)))
+        return 0;
+    if ((n == 7 && same_ascii_ci(v + b, "inherit", 7)) ||
+        (n == 5 && same_ascii_ci(v + b, "unset", 5)))
+        return -1;
+    return -2;
+}
+
+/* Whether a visibility value is valid CSS (style_decl's check). */
+static int visibility_valid(const char *v, size_t b, size_t e)
+{
+    return visibility_of(v, b, e) != -2;
+}
+
 /* The declaration of property prop (plen characters, lower case) in a style attribute's value
  * v[0..len) (decoded; its comments are blanked in place): 1 with its value's span v[*vb..*vend)
  * (without "!important"), 0 when there is none. Declarations are split at ';' outside quotes
  * and parentheses; the last one wins, one marked !important over those not marked. A
- * declaration without ':' is skipped, as CSS does. */
+ * declaration without ':' is skipped, as CSS does, and so is one whose value valid (when given)
+ * refuses. */
 static int style_decl(char *v, size_t len, const char *prop, size_t plen, size_t *vb,
-                      size_t *vend)
+                      size_t *vend, int (*valid)(const char *v, size_t b, size_t e))
 {
     int got = 0, got_imp = 0;
     for (size_t b = 0; b < len;) {
@@ -1041,7 +1068,7 @@ static int style_decl(char *v, size_t len, const char *prop, size_t plen, size_t
                         ve = m - 1;
                     }
                 }
-                if (imp || !got_imp) {
+                if ((imp || !got_imp) && (!valid || valid(v, colon + 1, ve))) {
                     got = 1;
                     got_imp = imp;
                     *vb = colon + 1;
@@ -1052,19 +1079,6 @@ static int style_decl(char *v, size_t len, const char *prop, size_t plen, size_t
         b = e + 1;
     }
     return got;
-}
-
-/* A visibility value v[b..e) (blanks around it aside, any ASCII case): 1 for hidden and
- * collapse, 0 for visible, -1 for anything else (inherit, or a value not known: the inherited
- * visibility stands). */
-static int visibility_of(const char *v, size_t b, size_t e)
-{
-    while (b < e && is_xml_space(v[b])) b++;
-    while (e > b && is_xml_space(v[e - 1])) e--;
-    if (e - b == 6 && same_ascii_ci(v + b, "hidden", 6)) return 1;
-    if (e - b == 8 && same_ascii_ci(v + b, "collapse", 8)) return 1;
-    if (e - b == 7 && same_ascii_ci(v + b, "visible", 7)) return 0;
-    return -1;
 }
 
 /* Reads the attributes of the tag whose name ends at s[*i] up to the end of the tag: their
@@ -1545,8 +1559,9 @@ static grove_status start_tag(svg_doc *x, size_t *i)
         size_t len, vb, ve;
         if (at[A_STYLE].has) {
             GROVE_TRY(decode_value(x, at[A_STYLE].b, at[A_STYLE].e, &len));
-            if (style_decl(x->val, len, "display", 7, &vb, &ve)) none = is_none(x->val, vb, ve);
-            if (style_decl(x->val, len, "visibility", 10, &vb, &ve)) {
+            if (style_decl(x->val, len, "display", 7, &vb, &ve, NULL))
+                none = is_none(x->val, vb, ve);
+            if (style_decl(x->val, len, "visibility", 10, &vb, &ve, visibility_valid)) {
                 vis_decl = 1;
                 vis = visibility_of(x->val, vb, ve);
             }
@@ -1560,7 +1575,7 @@ static grove_status start_tag(svg_doc *x, size_t *i)
             vis = visibility_of(x->val, 0, len);
         }
         if (none > 0) hidden = 1;
-        if (vis >= 0) invis = vis;
+        if (vis >= 0) invis = vis; /* inherit, unset, or an attribute not valid: inherited */
     }
 
     /* paths, shapes and uses are numbered in file order, drawn or not; inside what a <use> draws,
