@@ -1662,43 +1662,6 @@ static void test_svg_use(void)
                GROVE_CURVES_SVG, 1, deg, cp, 0);
     }
     {
-        /* <style> sheets (wherever they stand, CDATA or text): type, class, id and compound
-         * selectors, lists; display and visibility; the cascade: an !important sheet
-         * declaration over the style attribute's, the style attribute over the sheets, the
-         * sheets over the presentation attributes, specificity, then the later; at-rules and
-         * selectors not read (combinators, attributes, pseudo-classes) match nothing;
-         * declarations a sheet's rule repeats: the last valid one */
-        const int deg[] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
-        const double cp[] = {2, 2, 3, 3, 0, 0, 0, 0,     4, 4, 5, 5, 0, 0, 0, 0,
-                             6, 6, 7, 7, 0, 0, 0, 0,     8, 8, 9, 9, 0, 0, 0, 0,
-                             10, 10, 11, 11, 0, 0, 0, 0, 12, 12, 13, 13, 0, 0, 0, 0,
-                             14, 14, 15, 15, 0, 0, 0, 0, 16, 16, 17, 17, 0, 0, 0, 0,
-                             18, 18, 19, 19, 0, 0, 0, 0};
-        CURVES("sheet.svg",
-               "<svg><style>/* a comment { } */ .hid { display : none } #v{visibility:hidden}\n"
-               "path.h2, .other { visibility: hidden; visibility: bogus }\n"
-               "@media print { path { display: none } } @import 'x.css';\n"
-               "g > path, g path, path:first-child, [id=z] { display: none }\n"
-               "rect { display: none !important } .show { display: inline }\n"
-               "#v2 { display: inline } .a.b { display: none } *.star { visibility: hidden }"
-               "#v3 { display: inline } .hid2 { display: none }"
-               "</style>"
-               "<path class='hid' d='M0 0 L1 1'/><path class=' x  hid\ty ' d='M0 0 L1 2'/>"
-               "<path class='hidden' d='M2 2 L3 3'/><path id='v' d='M0 0 L1 3'/>"
-               "<path class='h2' d='M0 0 L1 4'/><line class='h2' x1='4' y1='4' x2='5' y2='5'/>"
-               "<g><path id='z' d='M6 6 L7 7'/></g>"
-               "<path class='hid' style='display:inline' d='M8 8 L9 9'/>"
-               "<rect style='display:inline' width='1' height='1'/>"
-               "<path class='show' display='none' d='M10 10 L11 11'/>"
-               "<path id='v2' class='hid' d='M12 12 L13 13'/>"
-               "<path class='a' d='M14 14 L15 15'/><path class='b a' d='M0 0 L1 6'/>"
-               "<path class='star' d='M0 0 L1 7'/><path class='late' d='M0 0 L1 8'/>"
-               "<path class='hid' style='display:inline !important' d='M16 16 L17 17'/>"
-               "<path id='v3' class='hid2' d='M18 18 L19 19'/>"
-               "<style><![CDATA[ .late { display: none } ]]></style></svg>",
-               GROVE_CURVES_SVG, 9, deg, cp, 0);
-    }
-    {
         /* a read that succeeds leaves no error message from the root's unreadable size */
         grove_curves c;
         write_file(path_in("rootmsg.svg"),

@@ -86,23 +86,6 @@ typedef struct id_entry {
  * in 2 KB. */
 #define SVG_USE_WORK(n) (((size_t)32 << 20) + 32 * (size_t)(n))
 
-/* One declaration of a <style> element's rule for one of its selectors (a compound of an
- * optional type, or '*', and any number of classes and ids: the selectors read, see
- * css_selector), for display (prop 0: val 1 none, 0 anything else) or visibility (prop 1: val
- * as visibility_of, valid values only). spec: the selector's specificity (ids, classes, type as
- * the digits of base 256); order: the declaration's place in the document. */
-#define CSS_NAME 48 /* the longest type, class or id name a selector keeps (longer: not read) */
-#define CSS_CLASSES 4
-typedef struct css_entry {
-    char type[CSS_NAME]; /* "" for any element */
-    char id[CSS_NAME];   /* "" for none */
-    char cls[CSS_CLASSES][CSS_NAME];
-    int ncls;
-    int prop, val, imp;
-    unsigned spec;
-    size_t order;
-} css_entry;
-
 typedef struct svg_doc {
     grove_ctx *ctx;
     const char *path;
@@ -131,9 +114,6 @@ typedef struct svg_doc {
     affine extra;         /* ... with this after its own transform (a symbol's viewBox) */
     size_t scan_end;      /* where the last scan_from() stopped */
     size_t use_work;      /* bytes scanned for <use>s so far, against SVG_USE_WORK */
-    /* <style> elements: their display and visibility declarations, a selector each */
-    css_entry *css;
-    size_t ncss, css_cap;
 } svg_doc;
 
 /* The 1-based line of file offset pos. Errors and elements come in file order, so the count
@@ -743,13 +723,12 @@ enum { K_USE = SH_COUNT, K_SVG, K_SYMBOL, K_OTHER };
 /* The attributes read, wherever they are in the tag (href also as xlink:href). */
 enum {
     A_D, A_ID, A_TRANSFORM, A_X, A_Y, A_WIDTH, A_HEIGHT, A_RX, A_RY, A_CX, A_CY, A_R, A_X1, A_Y1,
-    A_X2, A_Y2, A_POINTS, A_HREF, A_VIEWBOX, A_PAR, A_DISPLAY, A_STYLE, A_VISIBILITY, A_CLASS,
-    A_COUNT
+    A_X2, A_Y2, A_POINTS, A_HREF, A_VIEWBOX, A_PAR, A_DISPLAY, A_STYLE, A_VISIBILITY, A_COUNT
 };
 static const char *const attr_names[A_COUNT] = {
     "d",  "id", "transform", "x",  "y",  "width",  "height",  "rx",   "ry",
     "cx", "cy", "r",         "x1", "y1", "x2",     "y2",      "points", "href",
-    "viewBox", "preserveAspectRatio", "display", "style", "visibility", "class"};
+    "viewBox", "preserveAspectRatio", "display", "style", "visibility"};
 
 /* An attribute's raw value, s[b..e) of the file; has: the attribute is present. */
 typedef struct attr_span {
@@ -1037,9 +1016,9 @@ static int visibility_valid(const char *v, size_t b, size_t e)
  * (without "!important"), 0 when there is none. Declarations are split at ';' outside quotes
  * and parentheses; the last one wins, one marked !important over those not marked. A
  * declaration without ':' is skipped, as CSS does, and so is one whose value valid (when given)
- * refuses. *imp: whether the one found is marked !important. */
+ * refuses. */
 static int style_decl(char *v, size_t len, const char *prop, size_t plen, size_t *vb,
-                      size_t *vend, int (*valid)(const char *v, size_t b, size_t e), int *imp_out)
+                      size_t *vend, int (*valid)(const char *v, size_t b, size_t e))
 {
     int got = 0, got_imp = 0;
     for (size_t b = 0; b < len;) {
@@ -1094,7 +1073,6 @@ static int style_decl(char *v, size_t len, const char *prop, size_t plen, size_t
                     got_imp = imp;
                     *vb = colon + 1;
                     *vend = ve;
-                    *imp_out = imp;
                 }
             }
         }
@@ -1103,215 +1081,9 @@ static int style_decl(char *v, size_t len, const char *prop, size_t plen, size_t
     return got;
 }
 
-/* Whether c may be part of a CSS name: ASCII letters and digits, '-', '_', or a byte of a
- * character outside ASCII. */
-static int css_name_char(char c)
-{
-    const unsigned char u = (unsigned char)c;
-    return (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') ||
-           c == '-' || c == '_' || u >= 0x80;
-}
-
-/* Reads selector t[b..e) into en's type, id, classes and spec: 1 for a compound of an optional
- * type name (or '*') and any number of .class and #id parts, 0 for anything else (combinators,
- * attribute selectors, pseudo-classes, escapes, two different ids, more than CSS_CLASSES
- * classes, names of CSS_NAME bytes or more), which then matches no element. */
-static int css_selector(const char *t, size_t b, size_t e, css_entry *en)
-{
-    unsigned ids = 0, classes = 0, type = 0;
-    size_t k;
-    while (b < e && is_xml_space(t[b])) b++;
-    while (e > b && is_xml_space(t[e - 1])) e--;
-    if (b == e) return 0;
-    en->type[0] = en->id[0] = '\0';
-    en->ncls = 0;
-    k = b;
-    if (t[k] == '*') {
-        k++;
-    } else if (css_name_char(t[k])) {
-        const size_t nb = k;
-        while (k < e && css_name_char(t[k])) k++;
-        if (k - nb >= CSS_NAME) return 0;
-        memcpy(en->type, t + nb, k - nb);
-        en->type[k - nb] = '\0';
-        type = 1;
-    }
-    while (k < e) {
-        const char c = t[k++];
-        const size_t nb = k;
-        char *dst;
-        if (c != '.' && c != '#') return 0;
-        while (k < e && css_name_char(t[k])) k++;
-        if (k == nb || k - nb >= CSS_NAME) return 0;
-        if (c == '#') {
-            if (en->id[0] && (strlen(en->id) != k - nb || memcmp(en->id, t + nb, k - nb)))
-                return 0;
-            dst = en->id;
-            ids++;
-        } else {
-            if (en->ncls == CSS_CLASSES) return 0;
-            dst = en->cls[en->ncls++];
-            classes++;
-        }
-        memcpy(dst, t + nb, k - nb);
-        dst[k - nb] = '\0';
-    }
-    en->spec = (ids > 255 ? 255u : ids) << 16 | (classes > 255 ? 255u : classes) << 8 | type;
-    return 1;
-}
-
-/* Appends entry en to x->css. */
-static grove_status css_push(svg_doc *x, const css_entry *en)
-{
-    if (x->ncss == x->css_cap) {
-        const size_t nc = x->css_cap ? 2 * x->css_cap : 16;
-        css_entry *ne = (css_entry *)realloc(x->css, nc * sizeof *ne);
-        if (!ne)
-            return grove__error(x->ctx, GROVE_ERR_OUT_OF_MEMORY,
-                                "%s: out of memory for the style sheets' rules", x->path);
-        x->css = ne;
-        x->css_cap = nc;
-    }
-    x->css[x->ncss] = *en;
-    x->css[x->ncss].order = x->ncss;
-    x->ncss++;
-    return GROVE_OK;
-}
-
-/* Moves i past t[i..n)'s quoted string, comment or character (comments are blanked in place,
- * as style_decl does). */
-static size_t css_step(char *t, size_t i, size_t n)
-{
-    const char c = t[i];
-    if (c == '"' || c == '\'') {
-        for (i++; i < n && t[i] != c; i++)
-            if (t[i] == '\\' && i + 1 < n) i++;
-        return i < n ? i + 1 : n;
-    }
-    if (c == '/' && i + 1 < n && t[i + 1] == '*') {
-        size_t j = i + 2;
-        while (j + 1 < n && !(t[j] == '*' && t[j + 1] == '/')) j++;
-        j = j + 1 < n ? j + 2 : n;
-        memset(t + i, ' ', j - i);
-        return j;
-    }
-    return i + 1;
-}
-
-/* Adds the rules of style sheet t[0..n) (a <style> element's text; writable: comments are
- * blanked) to x->css, after those of the sheets before it. At-rules (@media, @import, ...) are
- * skipped with their blocks. Of a rule, the selectors css_selector reads and the display and
- * visibility declarations (read as a style attribute's: style_decl) are kept. */
-static grove_status css_add_sheet(svg_doc *x, char *t, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        size_t pb, pe, bb, be;
-        int at, depth = 0;
-        if (is_xml_space(t[i]) || (t[i] == '/' && i + 1 < n && t[i + 1] == '*')) {
-            i = css_step(t, i, n);
-            continue;
-        }
-        /* the prelude: up to '{' (or ';', which ends an at-rule without a block) */
-        pb = i;
-        at = t[i] == '@';
-        while (i < n && t[i] != '{' && !(at && t[i] == ';')) i = css_step(t, i, n);
-        if (i >= n) break;
-        if (t[i] == ';') {
-            i++;
-            continue;
-        }
-        pe = i++;
-        /* the block: up to the matching '}' */
-        bb = i;
-        while (i < n && !(t[i] == '}' && depth == 0)) {
-            if (t[i] == '{') depth++;
-            if (t[i] == '}') depth--;
-            i = css_step(t, i, n);
-        }
-        be = i;
-        if (i < n) i++;
-        if (at) continue;
-        {
-            size_t db, de, vb, ve;
-            int dimp = 0, vimp = 0;
-            const int has_d = style_decl(t + bb, be - bb, "display", 7, &db, &de, NULL, &dimp);
-            const int has_v = style_decl(t + bb, be - bb, "visibility", 10, &vb, &ve,
-                                         visibility_valid, &vimp);
-            const int dval = has_d ? is_none(t + bb, db, de) : 0;
-            const int vval = has_v ? visibility_of(t + bb, vb, ve) : 0;
-            if (!has_d && !has_v) continue;
-            /* each selector of the list, split at commas outside parentheses and brackets */
-            for (size_t sb = pb, k = pb, nest = 0; k <= pe; k++) {
-                if (k < pe && (t[k] == '(' || t[k] == '[')) nest++;
-                if (k < pe && (t[k] == ')' || t[k] == ']') && nest) nest--;
-                if (k < pe && !(t[k] == ',' && nest == 0)) continue;
-                css_entry en;
-                if (css_selector(t, sb, k, &en)) {
-                    if (has_d) {
-                        en.prop = 0;
-                        en.val = dval;
-                        en.imp = dimp;
-                        GROVE_TRY(css_push(x, &en));
-                    }
-                    if (has_v) {
-                        en.prop = 1;
-                        en.val = vval;
-                        en.imp = vimp;
-                        GROVE_TRY(css_push(x, &en));
-                    }
-                }
-                sb = k + 1;
-            }
-        }
-    }
-    return GROVE_OK;
-}
-
-/* Whether the class list cls[0..n) (names separated by blanks) holds name. */
-static int css_has_class(const char *cls, size_t n, const char *name)
-{
-    const size_t m = strlen(name);
-    for (size_t k = 0; k < n;) {
-        size_t e;
-        while (k < n && is_xml_space(cls[k])) k++;
-        for (e = k; e < n && !is_xml_space(cls[e]); e++) {
-        }
-        if (e - k == m && memcmp(cls + k, name, m) == 0) return 1;
-        k = e;
-    }
-    return 0;
-}
-
-/* The winning <style> declaration of property prop (0 display, 1 visibility) for an element of
- * local name name[0..nn), id id (NULL: none) and class list cls[0..cn): the one marked
- * !important before the others, then the most specific selector, then the last: 1 with *val and
- * *imp; 0 when no selector matches. */
-static int css_lookup(const svg_doc *x, int prop, const char *name, size_t nn, const char *id,
-                      const char *cls, size_t cn, int *val, int *imp)
-{
-    const css_entry *best = NULL;
-    for (size_t k = 0; k < x->ncss; k++) {
-        const css_entry *en = &x->css[k];
-        int ok = en->prop == prop;
-        if (ok && en->type[0]) ok = strlen(en->type) == nn && memcmp(en->type, name, nn) == 0;
-        if (ok && en->id[0]) ok = id && strcmp(en->id, id) == 0;
-        for (int c = 0; ok && c < en->ncls; c++) ok = css_has_class(cls, cn, en->cls[c]);
-        if (!ok) continue;
-        if (!best || en->imp > best->imp ||
-            (en->imp == best->imp &&
-             (en->spec > best->spec || (en->spec == best->spec && en->order > best->order))))
-            best = en;
-    }
-    if (!best) return 0;
-    *val = best->val;
-    *imp = best->imp;
-    return 1;
-}
-
 /* Reads the attributes of the tag whose name ends at s[*i] up to the end of the tag: their
- * spans into at[] (id, transform, display, style, visibility and class of every element, the
- * others of kinds below
+ * spans into at[] (id, transform, display, style and visibility of every element, the others
+ * of kinds below
  * K_OTHER), *closed for "/>". lt is the offset of the '<', name the quoted element name. */
 static grove_status read_attrs(svg_doc *x, size_t *i, size_t lt, const char *name, int kind,
                                attr_span *at, int *closed)
@@ -1371,7 +1143,7 @@ static grove_status read_attrs(svg_doc *x, size_t *i, size_t lt, const char *nam
             for (int k = 0; k < A_COUNT; k++) {
                 const size_t nb = k == A_HREF ? lb : ab;
                 if ((k == A_TRANSFORM || k == A_ID || k == A_DISPLAY || k == A_STYLE ||
-                     k == A_VISIBILITY || k == A_CLASS || kind < K_OTHER) &&
+                     k == A_VISIBILITY || kind < K_OTHER) &&
                     ae - nb == strlen(attr_names[k]) &&
                     memcmp(s + nb, attr_names[k], ae - nb) == 0) {
                     if (k == A_HREF && lb != ab && href_plain) continue;
@@ -1517,13 +1289,8 @@ static grove_status build_ids(svg_doc *x)
     if (st != GROVE_OK) {
         for (size_t k = 0; k < y.nids; k++) free(y.ids[k].id);
         free(y.ids);
-        free(y.css);
         return st;
     }
-    free(x->css); /* the same sheets, read again (a <use> before which they were read) */
-    x->css = y.css;
-    x->ncss = y.ncss;
-    x->css_cap = y.css_cap;
     if (y.nids) qsort(y.ids, y.nids, sizeof *y.ids, id_cmp);
     x->ids = y.ids;
     x->nids = y.nids;
@@ -1762,64 +1529,6 @@ static grove_status viewport(svg_doc *x, where *w, const attr_span *at, int root
     return GROVE_OK;
 }
 
-/* CSS's cascade of one property over a style attribute's declaration (found ia, marked
- * !important iimp, value ival) and the sheets' (sa, simp, sval): the style attribute's
- * !important one, the sheets' !important one, the style attribute's, the sheets'. 1 with *val
- * when one of them decides, 0 when none is there (the presentation attribute decides). */
-static int cascade(int ia, int iimp, int ival, int sa, int simp, int sval, int *val)
-{
-    if (ia && iimp)
-        *val = ival;
-    else if (sa && simp)
-        *val = sval;
-    else if (ia)
-        *val = ival;
-    else if (sa)
-        *val = sval;
-    else
-        return 0;
-    return 1;
-}
-
-/* Adds the style sheet of the <style> element whose content starts at x->s[i]: its text and
- * CDATA sections up to the next tag (its end tag), comments skipped. Character references in
- * the text are not decoded (CSS rarely needs them; a sheet in CDATA has none). Scanned once, in
- * the id pass. */
-static grove_status read_style_element(svg_doc *x, size_t i)
-{
-    const char *s = x->s;
-    char *t = (char *)malloc(x->n - i + 1); /* the sheet is never longer than what is left */
-    size_t n = 0;
-    grove_status st;
-    if (!t)
-        return grove__error(x->ctx, GROVE_ERR_OUT_OF_MEMORY,
-                            "%s: out of memory for a style sheet", x->path);
-    while (i < x->n) {
-        const char *lt = (const char *)memchr(s + i, '<', x->n - i);
-        const size_t at = lt ? (size_t)(lt - s) : x->n;
-        memcpy(t + n, s + i, at - i);
-        n += at - i;
-        i = at;
-        if (i + 9 <= x->n && memcmp(s + i, "<![CDATA[", 9) == 0) {
-            size_t j = i + 9;
-            const size_t b = j;
-            if (!skip_past(x, &j, "]]>")) break; /* the main scan reports it */
-            memcpy(t + n, s + b, j - 3 - b);
-            n += j - 3 - b;
-            i = j;
-        } else if (i + 4 <= x->n && memcmp(s + i, "<!--", 4) == 0) {
-            size_t j = i + 4;
-            if (!skip_past(x, &j, "-->")) break;
-            i = j;
-        } else {
-            break;
-        }
-    }
-    st = css_add_sheet(x, t, n);
-    free(t);
-    return st;
-}
-
 /* One start tag at x->s[*i] (just after '<'). */
 static grove_status start_tag(svg_doc *x, size_t *i)
 {
@@ -1844,48 +1553,24 @@ static grove_status start_tag(svg_doc *x, size_t *i)
     hidden = parent.hidden || (is_hidden_container(x->s, nb, ne) && !(shown && kind == K_SYMBOL));
     invis = parent.invis;
     if (!hidden && !x->indexing) {
-        /* display and visibility, by CSS's cascade: a style attribute's declaration marked
-         * !important, then a <style> sheet's so marked, then the style attribute's, then the
-         * sheets', then the presentation attribute (display, visibility) */
-        int none = -1, vis = -1;
-        int s_d = 0, s_dv = 0, s_dimp = 0, s_v = 0, s_vv = 0, s_vimp = 0; /* the sheets' */
-        int i_d = 0, i_dv = 0, i_dimp = 0, i_v = 0, i_vv = 0, i_vimp = 0; /* the attribute's */
+        /* the style attribute's declarations win over the display and visibility attributes
+         * (CSS: a presentation attribute is overridden by any declaration) */
+        int none = -1, vis = -1, vis_decl = 0;
         size_t len, vb, ve;
-        if (x->ncss) {
-            char id[CSS_NAME];
-            int has_id = 0;
-            size_t lb = nb, cn = 0;
-            for (size_t j = ne; j > nb; j--)
-                if (x->s[j - 1] == ':') {
-                    lb = j;
-                    break;
-                }
-            if (at[A_ID].has) {
-                GROVE_TRY(decode_value(x, at[A_ID].b, at[A_ID].e, &len));
-                if (len < CSS_NAME) {
-                    memcpy(id, x->val, len + 1);
-                    has_id = 1;
-                }
-            }
-            if (at[A_CLASS].has) GROVE_TRY(decode_value(x, at[A_CLASS].b, at[A_CLASS].e, &cn));
-            s_d = css_lookup(x, 0, x->s + lb, ne - lb, has_id ? id : NULL, x->val, cn, &s_dv,
-                             &s_dimp);
-            s_v = css_lookup(x, 1, x->s + lb, ne - lb, has_id ? id : NULL, x->val, cn, &s_vv,
-                             &s_vimp);
-        }
         if (at[A_STYLE].has) {
             GROVE_TRY(decode_value(x, at[A_STYLE].b, at[A_STYLE].e, &len));
-            if ((i_d = style_decl(x->val, len, "display", 7, &vb, &ve, NULL, &i_dimp)))
-                i_dv = is_none(x->val, vb, ve);
-            if ((i_v = style_decl(x->val, len, "visibility", 10, &vb, &ve, visibility_valid,
-                                  &i_vimp)))
-                i_vv = visibility_of(x->val, vb, ve);
+            if (style_decl(x->val, len, "display", 7, &vb, &ve, NULL))
+                none = is_none(x->val, vb, ve);
+            if (style_decl(x->val, len, "visibility", 10, &vb, &ve, visibility_valid)) {
+                vis_decl = 1;
+                vis = visibility_of(x->val, vb, ve);
+            }
         }
-        if (!cascade(i_d, i_dimp, i_dv, s_d, s_dimp, s_dv, &none) && at[A_DISPLAY].has) {
+        if (none < 0 && at[A_DISPLAY].has) {
             GROVE_TRY(decode_value(x, at[A_DISPLAY].b, at[A_DISPLAY].e, &len));
             none = is_none(x->val, 0, len);
         }
-        if (!cascade(i_v, i_vimp, i_vv, s_v, s_vimp, s_vv, &vis) && at[A_VISIBILITY].has) {
+        if (!vis_decl && at[A_VISIBILITY].has) {
             GROVE_TRY(decode_value(x, at[A_VISIBILITY].b, at[A_VISIBILITY].e, &len));
             vis = visibility_of(x->val, 0, len);
         }
@@ -1900,7 +1585,6 @@ static grove_status start_tag(svg_doc *x, size_t *i)
         if (kind == K_USE) no = x->use_no = x->uses++;
     }
     if (x->indexing) {
-        if (!closed && local_name_is(x->s, nb, ne, "style")) GROVE_TRY(read_style_element(x, *i));
         if (at[A_ID].has) {
             size_t len;
             char *copy;
@@ -2045,19 +1729,6 @@ static grove_status scan_from(svg_doc *x, size_t i, size_t stop_depth)
     return GROVE_OK;
 }
 
-/* Whether s[0..n) may hold a <style> element: a '<' followed by style (or prefix:style) and
- * the end of the name. A false positive (in a comment) costs one more scan. */
-static int has_style_element(const char *s, size_t n)
-{
-    for (const char *p = s; (p = (const char *)memchr(p, '<', n - (size_t)(p - s))) != NULL;) {
-        size_t k = (size_t)(++p - s), e = k;
-        while (e < n && !is_name_end(s[e])) e++;
-        if (e > k && local_name_is(s, k, e, "style")) return 1;
-        if (p >= s + n) break;
-    }
-    return 0;
-}
-
 grove_status grove__bz_read_svg(grove__rd *r, grove__bz_sink *sink)
 {
     svg_doc x;
@@ -2080,10 +1751,7 @@ grove_status grove__bz_read_svg(grove__rd *r, grove__bz_sink *sink)
     x.s[x.n] = '\0';
     x.line_no = 1;
     x.sink = sink;
-    /* <style> sheets apply to the whole document, wherever they stand: read them (and the ids)
-     * first */
-    st = has_style_element(x.s, x.n) ? build_ids(&x) : GROVE_OK;
-    if (st == GROVE_OK) st = scan_from(&x, 0, 0);
+    st = scan_from(&x, 0, 0);
     /* a file that is not SVG at all (text curves, an empty file) would otherwise give no curves
      * and no error */
     if (st == GROVE_OK && !x.svg_seen)
@@ -2095,6 +1763,5 @@ grove_status grove__bz_read_svg(grove__rd *r, grove__bz_sink *sink)
     free(x.raw);
     for (size_t k = 0; k < x.nids; k++) free(x.ids[k].id);
     free(x.ids);
-    free(x.css);
     return st;
 }
