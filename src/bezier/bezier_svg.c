@@ -10,9 +10,10 @@
  * subset included), quoted attributes and the five predefined and the numeric character
  * references; element names are compared without their namespace prefix. <use> draws its
  * target by scanning that element again with the use's transform; the ids are indexed by a
- * first pass at the first <use>. Nested <svg> viewports map their viewBox. Everything else
- * (styles, defined entities) is outside what the module reads, and the documentation says so
- * (docs/bezier.md).
+ * first pass at the first <use>. Nested <svg> viewports map their viewBox. Of CSS, display and
+ * visibility are read from presentation and style attributes; everything else (<style>
+ * sheets, the other properties, defined entities) is outside what the module reads, and the
+ * documentation says so (docs/bezier.md).
  */
 #include <float.h>
 #include <math.h>
