@@ -49,9 +49,10 @@ void grove__bz_flat_tune(int per);
  * with one block (every tile in turn), 6 as 2 with the state words copied back instead of written
  * to the context's page-locked scratch by the kernel, 7 as 2 with the next tile taken after the
  * current one is written instead of at the start of its last chunk. cdp: the group child, 1 a
- * tile a block (the child before session 8), 2 four tiles a block (the default). grove__bz_cdp_probe: per-block
- * records of the cdp children into device memory rec (16 header words, then 4 a tile of 512 curves:
- * %smid and %globaltimer at the tile's start and end), nullptr for none. Not thread-safe. */
+ * tile a block (the child before session 8), 2 four tiles a block (the default).
+ * grove__bz_cdp_probe: per-block records of the cdp children into device memory rec (16 header
+ * words, then 4 a tile of 512 curves: %smid and %globaltimer at the tile's start and end),
+ * nullptr for none. Not thread-safe. */
 void grove__bz_flat_mode(int mode);
 void grove__bz_cdp_mode(int mode);
 void grove__bz_cdp_probe(unsigned long long *rec);

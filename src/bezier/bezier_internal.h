@@ -660,6 +660,11 @@ template <class S> __device__ __forceinline__ void tile_offsets(S &s, int C, uin
     }
 }
 
+/* tile_write's default hook at its last chunk: nothing. */
+struct NoLast {
+    __device__ __forceinline__ void operator()() const {}
+};
+
 /* Writes the vertices of the staged tile (s.off[0..C] filled, a barrier of the tile group since):
  * global vertex index vbase + relative offset. Vertices at index >= cap are not written, nor those
  * of curves with m >= big (the cdp variant gives those a child grid of their own). kAligned: d_xy
@@ -669,13 +674,9 @@ template <class S> __device__ __forceinline__ void tile_offsets(S &s, int C, uin
  * 2026-11-28 lines and curves of 2 vertices were left to a slow pass after the loop, a warp per
  * curve (1.8x the time of the whole call when half the curves were lines). kSkip false: the
  * caller passes big = ~0u (no curve skipped), so the loop drops the skip bits' tests and a full
- * chunk's pairs store without a branch. All threads call it.
+ * chunk's pairs store without a branch. on_last: called by every thread at the start of the
+ * tile's last chunk (flat takes its next tile there). All threads call it.
  */
-/* tile_write's default hook at its last chunk: nothing. */
-struct NoLast {
-    __device__ __forceinline__ void operator()() const {}
-};
-
 template <bool kAligned, int kPer, bool kNamed = false, bool kSkip = true, class S,
           class L = NoLast>
 __device__ __forceinline__ void tile_write(S &s, int C, u64 vbase, u64 cap, uint32_t big,

@@ -1084,8 +1084,8 @@ static int style_decl(char *v, size_t len, const char *prop, size_t plen, size_t
 
 /* Reads the attributes of the tag whose name ends at s[*i] up to the end of the tag: their
  * spans into at[] (id, transform, display, style and visibility of every element, the others
- * of kinds below
- * K_OTHER), *closed for "/>". lt is the offset of the '<', name the quoted element name. */
+ * of kinds below K_OTHER), *closed for "/>". lt is the offset of the '<', name the quoted
+ * element name. */
 static grove_status read_attrs(svg_doc *x, size_t *i, size_t lt, const char *name, int kind,
                                attr_span *at, int *closed)
 {
@@ -1327,9 +1327,8 @@ static grove_status use_charge(svg_doc *x, const where *w, size_t bytes)
 
 /* Draws what <use> (attributes at, transform m with its own transform applied, visibility
  * invis, which the content inherits) refers to: the element with that id and what it holds,
- * drawn where the use is, moved by (x, y); a <symbol>
- * or <svg> with a viewBox is scaled into the use's width and height (else its own, else the
- * root viewport's). */
+ * drawn where the use is, moved by (x, y); a <symbol> or <svg> with a viewBox is scaled into
+ * the use's width and height (else its own, else the root viewport's). */
 static grove_status draw_use(svg_doc *x, where *w, const attr_span *at, const affine *m,
                              const frame *vp, int invis)
 {
@@ -1644,8 +1643,8 @@ static grove_status start_tag(svg_doc *x, size_t *i)
         if (shown) m = compose(&m, &x->extra);
         if (kind == K_SVG || (kind == K_SYMBOL && shown))
             GROVE_TRY(viewport(x, &w, at, !x->svg_seen, shown, &parent, &self, &m, &hidden));
-        /* an invisible path or shape is neither drawn nor read (as one under display none);
-         * what an invisible use draws may say visible */
+        /* an invisible path or shape is not drawn, nor its data or geometry read (its transform
+         * above is); what an invisible use draws may say visible */
         if (kind == SH_PATH && at[A_D].has && !invis) {
             size_t len;
             w.attr = "d";
