@@ -1452,6 +1452,162 @@ static void test_svg_shape_errors(void)
 
 /* ---- SVG <use>, and what is not drawn where it stands ---- */
 
+/* <style> sheets: what is read, CSS's cascade, hostile sheets, the work limit. */
+static void test_svg_style_sheets(void)
+{
+    const int d1[] = {1, 1}, d3[] = {1, 1, 1};
+    const double c1[] = {0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0};
+    const double c3[] = {0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 5, 5, 0, 0, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0};
+    {
+        /* wherever they stand (text and CDATA, after the content too): element name, class,
+         * id and compound selectors, lists; display and visibility; the cascade: an
+         * !important sheet declaration over the style attribute's, the style attribute over
+         * the sheets, the sheets over the presentation attributes, specificity, then the
+         * later; at-rules and selectors not read (combinators, attributes, pseudo-classes)
+         * match nothing; declarations a rule repeats: the last valid one */
+        const int deg[] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+        const double cp[] = {2, 2, 3, 3, 0, 0, 0, 0,     4, 4, 5, 5, 0, 0, 0, 0,
+                             6, 6, 7, 7, 0, 0, 0, 0,     8, 8, 9, 9, 0, 0, 0, 0,
+                             10, 10, 11, 11, 0, 0, 0, 0, 12, 12, 13, 13, 0, 0, 0, 0,
+                             14, 14, 15, 15, 0, 0, 0, 0, 16, 16, 17, 17, 0, 0, 0, 0,
+                             18, 18, 19, 19, 0, 0, 0, 0};
+        CURVES("sheet.svg",
+               "<svg><style>/* a comment { } */ .hid { display : none } #v{visibility:hidden}\n"
+               "path.h2, .other { visibility: hidden; visibility: bogus }\n"
+               "@media print { path { display: none } } @import 'x.css';\n"
+               "g > path, g path, path:first-child, [id=z] { display: none }\n"
+               "rect { display: none !important } .show { display: inline }\n"
+               "#v2 { display: inline } .a.b { display: none } *.star { visibility: hidden }"
+               "#v3 { display: inline } .hid2 { display: none }"
+               "</style>"
+               "<path class='hid' d='M0 0 L1 1'/><path class=' x  hid\ty ' d='M0 0 L1 2'/>"
+               "<path class='hidden' d='M2 2 L3 3'/><path id='v' d='M0 0 L1 3'/>"
+               "<path class='h2' d='M0 0 L1 4'/><line class='h2' x1='4' y1='4' x2='5' y2='5'/>"
+               "<g><path id='z' d='M6 6 L7 7'/></g>"
+               "<path class='hid' style='display:inline' d='M8 8 L9 9'/>"
+               "<rect style='display:inline' width='1' height='1'/>"
+               "<path class='show' display='none' d='M10 10 L11 11'/>"
+               "<path id='v2' class='hid' d='M12 12 L13 13'/>"
+               "<path class='a' d='M14 14 L15 15'/><path class='b a' d='M0 0 L1 6'/>"
+               "<path class='star' d='M0 0 L1 7'/><path class='late' d='M0 0 L1 8'/>"
+               "<path class='hid' style='display:inline !important' d='M16 16 L17 17'/>"
+               "<path id='v3' class='hid2' d='M18 18 L19 19'/>"
+               "<style><![CDATA[ .late { display: none } ]]></style></svg>",
+               GROVE_CURVES_SVG, 9, deg, cp, 0);
+    }
+    CURVES("st_eofblock.svg", /* a block left open at the end of the sheet still applies */
+           "<svg><path d='M0 0 L1 1'/><path d='M0 0 L2 2'/><path class='a' d='M0 0 L3 3'/>"
+           "<style>.a{display:none</style><style>.b{}</style></svg>",
+           GROVE_CURVES_SVG, 2, d1, c1, 0);
+    CURVES("st_strings.svg", /* braces and comment starts inside strings; a comment left open */
+           "<svg><style>.a{content:'}/*'; display:none} [x='{'], .b{display:none} /* .c{</style>"
+           "<path d='M0 0 L1 1'/><path class='a' d='M0 0 L5 5'/><path class='b' d='M0 0 L6 6'/>"
+           "<path class='c' d='M0 0 L2 2'/></svg>",
+           GROVE_CURVES_SVG, 2, d1, c1, 0);
+    CURVES("st_defs_ns.svg", /* in <defs>, prefixed, after the content; the later sheet wins */
+           "<svg><path class='a' d='M0 0 L1 1'/><path class='b' d='M0 0 L7 7'/>"
+           "<path class='c' d='M0 0 L2 2'/><defs><svg:style>.b{display:none}</svg:style></defs>"
+           "<style>.c{display:none}</style><style>.c{display:inline}</style></svg>",
+           GROVE_CURVES_SVG, 2, d1, c1, 0);
+    CURVES("st_case.svg", /* names, classes and ids are case-sensitive; keywords are not */
+           "<svg><style>.A, #P, PATH {display:none} .b{DISPLAY:NONE}</style>"
+           "<path class='a' d='M0 0 L1 1'/><path id='p' d='M0 0 L2 2'/>"
+           "<path class='b' d='M0 0 L8 8'/></svg>",
+           GROVE_CURVES_SVG, 2, d1, c1, 0);
+    CURVES("st_vis.svg", /* an invalid visibility in a sheet is dropped; inherit beats the
+                          * attribute; display other than none beats display='none' */
+           "<svg><style>path{visibility:hidden} .a{visibility:bogus} .b{visibility:inherit}"
+           ".c{display:block}</style><path class='a' d='M0 0 L9 9'/>"
+           "<path class='b' visibility='hidden' d='M0 0 L1 1'/>"
+           "<path class='c' display='none' style='visibility:visible' d='M0 0 L2 2'/></svg>",
+           GROVE_CURVES_SVG, 2, d1, c1, 0);
+    CURVES("st_use.svg", /* a use's class hides the use; the target matched as itself, also
+                          * under a display:none group */
+           "<svg><style>.u{display:none} .t{display:none} .h{display:none}</style>"
+           "<defs><path id='p' d='M0 0 L1 1'/><path id='q' class='t' d='M0 0 L4 4'/></defs>"
+           "<use class='u' href='#p'/><use href='#q'/><use href='#p'/>"
+           "<g class='h'><path id='r' d='M0 0 L2 2'/></g><use href='#r'/></svg>",
+           GROVE_CURVES_SVG, 2, d1, c1, 0);
+    CURVES("st_limits.svg", /* compounds of many classes, long names, a comment inside a
+                             * compound (.f/ * * /.g is .f.g), one between two names (a/ * * /b
+                             * is no selector) */
+           "<svg><style>.a.b.c.d.e{display:none}"
+           "#xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx{display:none}"
+           ".f/**/.g{display:none} pa/**/th{display:none}</style><path d='M0 0 L1 1'/>"
+           "<path class='e d c b a' d='M0 0 L5 5'/>"
+           "<path id='xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx' d='M0 0 L6 6'/>"
+           "<path class='g f' d='M0 0 L7 7'/><path class='f' d='M0 0 L2 2'/></svg>",
+           GROVE_CURVES_SVG, 2, d1, c1, 0);
+    CURVES("st_prefix.svg", /* a compound's other classes match whole names only */
+           "<svg><style>.a.b{display:none} #q.a{display:none}</style>"
+           "<path class='a bx' d='M0 0 L1 1'/><path class='b a' d='M0 0 L3 3'/>"
+           "<path id='q' class='ab' d='M0 0 L2 2'/></svg>",
+           GROVE_CURVES_SVG, 2, d1, c1, 0);
+    CURVES("st_display_valid.svg", /* a display value that is not valid CSS is dropped, in a
+                                    * sheet and in a style attribute; multi-keyword values */
+           "<svg><style>.a{display:none; display:12px} .b{display:none; display:block flow}"
+           "</style><path class='a' d='M0 0 L3 3'/><path class='b' d='M0 0 L1 1'/>"
+           "<path style='display:none;display:bogus' d='M0 0 L4 4'/>"
+           "<path style='display:none;display:inline flow-root' d='M0 0 L5 5'/>"
+           "<path style='display:block;display:none !important;display:inline' d='M0 0 L6 6'/>"
+           "<path d='M0 0 L2 2'/></svg>",
+           GROVE_CURVES_SVG, 3, d3, c3, 0);
+    /* errors come as without a sheet: the sheets' pass reports nothing ... */
+    BAD("st_err_order.svg", "<svg><style/><path d='M0 0 Q'/>\n<path d='M0' x=1/></svg>",
+        GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT, "st_err_order.svg:1: path 0: 'Q' needs 4", NULL);
+    BAD("st_err_cdata.svg", "<svg><style><![CDATA[.a{display:none}</style></svg>",
+        GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT, "unterminated CDATA section", NULL);
+    {
+        /* ... and decodes no id of undrawn content */
+        const int d[] = {1};
+        const double c[] = {0, 0, 1, 1, 0, 0, 0, 0};
+        CURVES("st_err_id.svg", "<svg><style/><g id='a&b'/><path d='M0 0 L1 1'/></svg>",
+               GROVE_CURVES_SVG, 1, d, c, 0);
+    }
+    {
+        /* many rules, each element tries only its own: rules for the even classes of 20000,
+         * an element of each class; the odd ones are drawn (tried as every rule against
+         * every element, this would pass the work limit) */
+        const size_t n = 20000;
+        char *t = (char *)malloc(n * 64 + 256);
+        int *deg = (int *)malloc(n / 2 * sizeof *deg);
+        double *cp = (double *)calloc(n / 2 * 8, sizeof *cp);
+        size_t len = 0;
+        CHECK(t && deg && cp);
+        if (t && deg && cp) {
+            len += (size_t)sprintf(t + len, "<svg><style>");
+            for (size_t k = 0; k < n; k += 2)
+                len += (size_t)sprintf(t + len, ".c%zu{display:none}", k);
+            len += (size_t)sprintf(t + len, "</style>");
+            for (size_t k = 0; k < n; k++)
+                len += (size_t)sprintf(t + len, "<path class='c%zu' d='M0 0 L%zu 1'/>", k, k);
+            sprintf(t + len, "</svg>");
+            for (size_t k = 0; k < n / 2; k++) {
+                deg[k] = 1;
+                cp[8 * k + 2] = (double)(2 * k + 1);
+                cp[8 * k + 3] = 1;
+            }
+            CURVES("st_many.svg", t, GROVE_CURVES_SVG, n / 2, deg, cp, 0);
+        }
+        /* rules that share a class but ask for one the elements lack: the work limit */
+        if (t) {
+            const size_t m = 12000;
+            len = (size_t)sprintf(t, "<svg><style>");
+            for (size_t k = 0; k < m; k++)
+                len += (size_t)sprintf(t + len, ".a.b%zu{display:none}", k);
+            len += (size_t)sprintf(t + len, "</style>\n");
+            for (size_t k = 0; k < m; k++)
+                len += (size_t)sprintf(t + len, "<path class='a' d='M0 0 L1 1'/>");
+            sprintf(t + len, "</svg>");
+            BAD("st_work.svg", t, GROVE_CURVES_SVG, GROVE_ERR_LIMIT,
+                "st_work.svg:2: matching the <style> rules to the elements took more", NULL);
+        }
+        free(t);
+        free(deg);
+        free(cp);
+    }
+}
+
 static void test_svg_use(void)
 {
     const char *head = "<svg xmlns='http://www.w3.org/2000/svg' "
@@ -1999,6 +2155,7 @@ int main(int argc, char **argv)
     test_svg_shapes(a.seed + 2000);
     test_svg_shape_errors();
     test_svg_use();
+    test_svg_style_sheets();
     test_csv(a.seed, a.large);
     test_svg_writer(a.seed);
     grove_ctx_destroy(ctx);

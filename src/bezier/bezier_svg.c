@@ -11,8 +11,9 @@
  * references; element names are compared without their namespace prefix. <use> draws its
  * target by scanning that element again with the use's transform; the ids are indexed by a
  * first pass at the first <use>. Nested <svg> viewports map their viewBox. Of CSS, display and
- * visibility are read from presentation and style attributes; everything else (<style>
- * sheets, the other properties, defined entities) is outside what the module reads, and the
+ * visibility are read from presentation and style attributes and from <style> sheets (element,
+ * class and id selectors; a pass of their own before the main scan); everything else (other
+ * selectors and properties, defined entities) is outside what the module reads, and the
  * documentation says so (docs/bezier.md).
  */
 #include <float.h>
@@ -115,6 +116,19 @@ typedef struct svg_doc {
     affine extra;         /* ... with this after its own transform (a symbol's viewBox) */
     size_t scan_end;      /* where the last scan_from() stopped */
     size_t use_work;      /* bytes scanned for <use>s so far, against SVG_USE_WORK */
+    /* <style> sheets (css_build) */
+    char *css_text; /* the sheets' text, one after the other */
+    size_t css_len, css_cap;
+    struct css_span *css_sheets; /* each sheet's span of css_text */
+    size_t css_nsheets, css_sheets_cap;
+    struct css_rule *css_rules; /* a selector and a property each, in the sheets' order */
+    size_t css_nrules, css_rules_cap;
+    struct css_span *css_cls; /* the rules' classes */
+    size_t css_ncls, css_cls_cap;
+    struct css_key *css_keys; /* the index: css_nrules entries */
+    size_t css_work;          /* rule tries so far, against SVG_CSS_WORK */
+    char *css_id;             /* an element's decoded id */
+    size_t css_id_cap;
 } svg_doc;
 
 /* The 1-based line of file offset pos. Errors and elements come in file order, so the count
@@ -148,6 +162,54 @@ static int skip_past(const svg_doc *x, size_t *i, const char *lit)
             return 1;
         }
     return 0;
+}
+
+/* The markup at x->s[*i] (just after a '<') that holds no element: a comment, a CDATA section, a
+ * processing instruction or a <!...> declaration (a DOCTYPE, its internal subset included, whose
+ * '>'s do not end it). 0: none is there; 1: *i moved past it; -1: it is not terminated, and
+ * *what says which it is. */
+static int skip_markup(const svg_doc *x, size_t *i, const char **what)
+{
+    const char *s = x->s;
+    size_t k = *i;
+    int ok;
+    if (x->n - k >= 3 && memcmp(s + k, "!--", 3) == 0) {
+        k += 3;
+        ok = skip_past(x, &k, "-->");
+        *what = "unterminated comment";
+    } else if (x->n - k >= 8 && memcmp(s + k, "![CDATA[", 8) == 0) {
+        k += 8;
+        ok = skip_past(x, &k, "]]>");
+        *what = "unterminated CDATA section";
+    } else if (k < x->n && s[k] == '?') {
+        ok = skip_past(x, &k, "?>");
+        *what = "unterminated processing instruction";
+    } else if (k < x->n && s[k] == '!') {
+        int bracket = 0;
+        char quote = 0;
+        for (; k < x->n; k++) {
+            const char c = s[k];
+            if (quote) {
+                if (c == quote) quote = 0;
+            } else if (c == '"' || c == '\'') {
+                quote = c;
+            } else if (c == '[') {
+                bracket++;
+            } else if (c == ']') {
+                bracket--;
+            } else if (c == '>' && bracket <= 0) {
+                break;
+            }
+        }
+        ok = k < x->n;
+        k++;
+        *what = "unterminated <!...> declaration";
+    } else {
+        return 0;
+    }
+    if (!ok) return -1;
+    *i = k;
+    return 1;
 }
 
 static void put_utf8(char *d, size_t *k, unsigned long cp)
@@ -724,12 +786,13 @@ enum { K_USE = SH_COUNT, K_SVG, K_SYMBOL, K_OTHER };
 /* The attributes read, wherever they are in the tag (href also as xlink:href). */
 enum {
     A_D, A_ID, A_TRANSFORM, A_X, A_Y, A_WIDTH, A_HEIGHT, A_RX, A_RY, A_CX, A_CY, A_R, A_X1, A_Y1,
-    A_X2, A_Y2, A_POINTS, A_HREF, A_VIEWBOX, A_PAR, A_DISPLAY, A_STYLE, A_VISIBILITY, A_COUNT
+    A_X2, A_Y2, A_POINTS, A_HREF, A_VIEWBOX, A_PAR, A_DISPLAY, A_STYLE, A_VISIBILITY, A_CLASS,
+    A_COUNT
 };
 static const char *const attr_names[A_COUNT] = {
     "d",  "id", "transform", "x",  "y",  "width",  "height",  "rx",   "ry",
     "cx", "cy", "r",         "x1", "y1", "x2",     "y2",      "points", "href",
-    "viewBox", "preserveAspectRatio", "display", "style", "visibility"};
+    "viewBox", "preserveAspectRatio", "display", "style", "visibility", "class"};
 
 /* An attribute's raw value, s[b..e) of the file; has: the attribute is present. */
 typedef struct attr_span {
@@ -1017,9 +1080,9 @@ static int visibility_valid(const char *v, size_t b, size_t e)
  * (without "!important"), 0 when there is none. Declarations are split at ';' outside quotes
  * and parentheses; the last one wins, one marked !important over those not marked. A
  * declaration without ':' is skipped, as CSS does, and so is one whose value valid (when given)
- * refuses. */
+ * refuses. *imp: whether the one found is marked !important. */
 static int style_decl(char *v, size_t len, const char *prop, size_t plen, size_t *vb,
-                      size_t *vend, int (*valid)(const char *v, size_t b, size_t e))
+                      size_t *vend, int (*valid)(const char *v, size_t b, size_t e), int *imp_out)
 {
     int got = 0, got_imp = 0;
     for (size_t b = 0; b < len;) {
@@ -1074,6 +1137,7 @@ static int style_decl(char *v, size_t len, const char *prop, size_t plen, size_t
                     got_imp = imp;
                     *vb = colon + 1;
                     *vend = ve;
+                    *imp_out = imp;
                 }
             }
         }
@@ -1082,9 +1146,595 @@ static int style_decl(char *v, size_t len, const char *prop, size_t plen, size_t
     return got;
 }
 
+/* ---- <style> sheets (display and visibility) ----
+ * The sheets are collected by a pass of their own (css_collect), which reports nothing: where
+ * the file is malformed it stops, and the main scan reports the error as it would without a
+ * sheet. Their text is kept (x->css_text) and parsed into rules, one for each selector of a
+ * rule's list and each of the two properties it sets (css_parse); the rules are indexed by a
+ * key each (an id, else the first class, else the element name, else none), in order of
+ * precedence inside a key, so that an element tries only the rules that can match it and stops
+ * at the first that does (css_match). */
+
+/* A span of x->css_text. */
+typedef struct css_span {
+    size_t b, n;
+} css_span;
+
+/* One selector of a rule with one of the properties the rule sets: prop 0 display (val 1 none,
+ * 0 another valid value), 1 visibility (val as visibility_of); imp: marked !important; spec:
+ * ids, classes and the element name as the digits of base 256 (each capped at 255); order: its
+ * place among the sheets' declarations. Its classes are x->css_cls[cls .. cls + ncls). */
+typedef struct css_rule {
+    css_span type, id; /* n = 0: any element; no id */
+    size_t cls, ncls, order;
+    unsigned spec;
+    int prop, val, imp;
+} css_rule;
+
+/* An index entry: rule `rule` under key k[0..n) of kind 0 id, 1 class, 2 element name, 3 none
+ * (k points into x->css_text), with the rule's precedence copied for the sort. */
+typedef struct css_key {
+    const char *k;
+    size_t n, rule, order;
+    unsigned spec;
+    int kind, imp;
+} css_key;
+
+/* How many steps matching the rules to the elements of a file of n bytes may take in all (a
+ * rule tried costs one step and one a class it asks for): far more than any sheet needs whose
+ * rules an element's id, classes and name tell apart (an element tries the rules under its own
+ * keys, and stops at the first that matches); a sheet of many rules that share a key but ask
+ * for more than the elements have (".a.b1", ".a.b2", ... against many elements of class a)
+ * stops with a LIMIT error instead of taking time quadratic in the file. */
+#define SVG_CSS_WORK(n) (((size_t)16 << 20) + 32 * (size_t)(n))
+
+/* The valid values of display (CSS Display 3), single keywords. */
+static const char *const display_words[] = {"none",
+                                            "contents",
+                                            "block",
+                                            "inline",
+                                            "run-in",
+                                            "flow",
+                                            "flow-root",
+                                            "table",
+                                            "flex",
+                                            "grid",
+                                            "ruby",
+                                            "list-item",
+                                            "inline-block",
+                                            "inline-table",
+                                            "inline-flex",
+                                            "inline-grid",
+                                            "inline-list-item",
+                                            "table-row-group",
+                                            "table-header-group",
+                                            "table-footer-group",
+                                            "table-row",
+                                            "table-cell",
+                                            "table-column-group",
+                                            "table-column",
+                                            "table-caption",
+                                            "ruby-base",
+                                            "ruby-text",
+                                            "ruby-base-container",
+                                            "ruby-text-container",
+                                            "inherit",
+                                            "initial",
+                                            "unset",
+                                            "revert",
+                                            "revert-layer"};
+/* The keywords of display's multi-keyword form (two or three of them). */
+static const char *const display_multi[] = {"block", "inline", "run-in", "flow", "flow-root",
+                                            "table", "flex",   "grid",   "ruby", "list-item"};
+
+/* Whether v[b..e) is in words[0..nw) (any ASCII case). */
+static int css_word_in(const char *v, size_t b, size_t e, const char *const *words, size_t nw)
+{
+    for (size_t k = 0; k < nw; k++)
+        if (strlen(words[k]) == e - b && same_ascii_ci(v + b, words[k], e - b)) return 1;
+    return 0;
+}
+
+/* Whether a display value v[b..e) is valid CSS (style_decl's check): one keyword of
+ * display_words, or two or three of display_multi. */
+static int display_valid(const char *v, size_t b, size_t e)
+{
+    size_t words = 0, wb[3], we[3];
+    for (size_t k = b; k < e;) {
+        while (k < e && is_xml_space(v[k])) k++;
+        if (k == e) break;
+        if (words == 3) return 0;
+        wb[words] = k;
+        while (k < e && !is_xml_space(v[k])) k++;
+        we[words++] = k;
+    }
+    if (words == 1)
+        return css_word_in(v, wb[0], we[0], display_words,
+                           sizeof display_words / sizeof display_words[0]);
+    if (words < 2) return 0;
+    for (size_t k = 0; k < words; k++)
+        if (!css_word_in(v, wb[k], we[k], display_multi,
+                         sizeof display_multi / sizeof display_multi[0]))
+            return 0;
+    return 1;
+}
+
+/* Whether c may be part of a CSS name: ASCII letters and digits, '-', '_', or a byte of a
+ * character outside ASCII. */
+static int css_name_char(char c)
+{
+    const unsigned char u = (unsigned char)c;
+    return (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') || c == '-' ||
+           c == '_' || u >= 0x80;
+}
+
+/* A comment in a selector becomes this byte: it separates names but is not the blank of a
+ * descendant combinator (.a/ * * /.b is .a.b). */
+#define CSS_GAP '\x01'
+
+/* Appends n bytes to x->css_text. */
+static grove_status css_text_add(svg_doc *x, const char *p, size_t n)
+{
+    if (n == 0) return GROVE_OK;
+    if (n > x->css_cap - x->css_len) {
+        size_t nc = x->css_cap ? x->css_cap : 256;
+        while (nc - x->css_len < n && nc < SIZE_MAX) nc = nc > SIZE_MAX / 2 ? SIZE_MAX : 2 * nc;
+        char *t = (char *)realloc(x->css_text, nc);
+        if (!t)
+            return grove__error(x->ctx, GROVE_ERR_OUT_OF_MEMORY,
+                                "%s: out of memory for the style sheets", x->path);
+        x->css_text = t;
+        x->css_cap = nc;
+    }
+    memcpy(x->css_text + x->css_len, p, n);
+    x->css_len += n;
+    return GROVE_OK;
+}
+
+/* Grows array *a of *cap elements of size sz so that it holds at least n + 1. */
+static grove_status css_grow(svg_doc *x, void **a, size_t *cap, size_t n, size_t sz)
+{
+    if (n < *cap) return GROVE_OK;
+    const size_t nc = *cap ? 2 * *cap : 16;
+    void *p = nc <= SIZE_MAX / sz ? realloc(*a, nc * sz) : NULL;
+    if (!p)
+        return grove__error(x->ctx, GROVE_ERR_OUT_OF_MEMORY,
+                            "%s: out of memory for the style sheets' rules", x->path);
+    *a = p;
+    *cap = nc;
+    return GROVE_OK;
+}
+
+/* The content of the <style> element that starts at x->s[*i] (after its start tag): its text
+ * and CDATA sections up to the next tag, comments left out, as one sheet (character references
+ * in the text are not decoded). Stops silently where the file is malformed. */
+static grove_status css_take_sheet(svg_doc *x, size_t *i)
+{
+    const char *s = x->s;
+    const size_t b = x->css_len;
+    size_t k = *i;
+    while (k < x->n) {
+        const char *lt = (const char *)memchr(s + k, '<', x->n - k);
+        const size_t at = lt ? (size_t)(lt - s) : x->n;
+        GROVE_TRY(css_text_add(x, s + k, at - k));
+        k = at;
+        if (x->n - k >= 9 && memcmp(s + k, "<![CDATA[", 9) == 0) {
+            size_t j = k + 9;
+            if (!skip_past(x, &j, "]]>")) break;
+            GROVE_TRY(css_text_add(x, s + k + 9, j - 3 - (k + 9)));
+            k = j;
+        } else if (x->n - k >= 4 && memcmp(s + k, "<!--", 4) == 0) {
+            size_t j = k + 4;
+            if (!skip_past(x, &j, "-->")) break;
+            k = j;
+        } else {
+            break;
+        }
+    }
+    *i = k;
+    GROVE_TRY(css_grow(x, (void **)&x->css_sheets, &x->css_sheets_cap, x->css_nsheets,
+                       sizeof *x->css_sheets));
+    x->css_sheets[x->css_nsheets].b = b;
+    x->css_sheets[x->css_nsheets++].n = x->css_len - b;
+    return GROVE_OK;
+}
+
+/* The sheets' pass: finds every <style> element (any prefix) outside comments, CDATA sections,
+ * processing instructions and declarations, and takes its sheet. Reports nothing but running
+ * out of memory. */
+static grove_status css_collect(svg_doc *x)
+{
+    const char *s = x->s;
+    size_t i = 0;
+    while (i < x->n) {
+        const char *lt = (const char *)memchr(s + i, '<', x->n - i);
+        size_t ne, k;
+        char quote = 0;
+        const char *what;
+        int mk;
+        if (!lt) break;
+        i = (size_t)(lt - s) + 1;
+        mk = skip_markup(x, &i, &what);
+        if (mk < 0) break;
+        if (mk > 0) continue;
+        if (i >= x->n || s[i] == '/' || is_name_end(s[i])) continue;
+        for (ne = i; ne < x->n && !is_name_end(s[ne]); ne++) {
+        }
+        /* to the end of the tag, quoted values passed over */
+        for (k = ne; k < x->n; k++) {
+            const char c = s[k];
+            if (quote) {
+                if (c == quote) quote = 0;
+            } else if (c == '"' || c == '\'') {
+                quote = c;
+            } else if (c == '>') {
+                break;
+            }
+        }
+        if (k >= x->n) break;
+        {
+            const int closed = s[k - 1] == '/' && k - 1 >= ne;
+            const int style = local_name_is(s, i, ne, "style");
+            i = k + 1;
+            if (style && !closed) GROVE_TRY(css_take_sheet(x, &i));
+        }
+    }
+    return GROVE_OK;
+}
+
+/* Moves i past t[i..n)'s quoted string, comment or character; a comment is overwritten with
+ * fill (blanks in a block, CSS_GAP in a selector). */
+static size_t css_step(char *t, size_t i, size_t n, char fill)
+{
+    const char c = t[i];
+    if (c == '"' || c == '\'') {
+        for (i++; i < n && t[i] != c; i++)
+            if (t[i] == '\\' && i + 1 < n) i++;
+        return i < n ? i + 1 : n;
+    }
+    if (c == '/' && i + 1 < n && t[i + 1] == '*') {
+        size_t j = i + 2;
+        while (j + 1 < n && !(t[j] == '*' && t[j + 1] == '/')) j++;
+        j = j + 1 < n ? j + 2 : n;
+        memset(t + i, fill, j - i);
+        return j;
+    }
+    return i + 1;
+}
+
+/* Whether c is a blank or CSS_GAP (trimmed around a selector). */
+static int css_blank(char c) { return is_xml_space(c) || c == CSS_GAP; }
+
+/* Reads selector t[b..e) into r (type, id, classes pushed to x->css_cls, spec): *ok = 1 for a
+ * compound of an optional element name (or '*') and any number of .class and #id parts, 0 for
+ * anything else (combinators, attribute selectors, pseudo-classes, escapes, two different
+ * ids), which then matches no element. */
+static grove_status css_selector(svg_doc *x, size_t b, size_t e, css_rule *r, int *ok)
+{
+    const char *t = x->css_text;
+    unsigned ids = 0, classes = 0, type = 0;
+    size_t k;
+    *ok = 0;
+    while (b < e && css_blank(t[b])) b++;
+    while (e > b && css_blank(t[e - 1])) e--;
+    if (b == e) return GROVE_OK;
+    r->type.n = r->id.n = 0;
+    r->cls = x->css_ncls;
+    r->ncls = 0;
+    k = b;
+    if (t[k] == '*') {
+        k++;
+    } else if (css_name_char(t[k])) {
+        r->type.b = k;
+        while (k < e && css_name_char(t[k])) k++;
+        r->type.n = k - r->type.b;
+        type = 1;
+    }
+    while (k < e) {
+        const char c = t[k++];
+        size_t nb;
+        if (c == CSS_GAP) continue;
+        if (c != '.' && c != '#') return GROVE_OK;
+        nb = k;
+        while (k < e && css_name_char(t[k])) k++;
+        if (k == nb) return GROVE_OK;
+        if (c == '#') {
+            if (r->id.n && (r->id.n != k - nb || memcmp(t + r->id.b, t + nb, k - nb) != 0))
+                return GROVE_OK;
+            r->id.b = nb;
+            r->id.n = k - nb;
+            ids++;
+        } else {
+            GROVE_TRY(css_grow(x, (void **)&x->css_cls, &x->css_cls_cap, x->css_ncls,
+                               sizeof *x->css_cls));
+            x->css_cls[x->css_ncls].b = nb;
+            x->css_cls[x->css_ncls++].n = k - nb;
+            r->ncls++;
+            classes++;
+        }
+    }
+    r->spec = (ids > 255 ? 255u : ids) << 16 | (classes > 255 ? 255u : classes) << 8 | type;
+    *ok = 1;
+    return GROVE_OK;
+}
+
+/* Parses sheet x->css_text[sb .. sb + sn) into rules (after those of the sheets before it).
+ * At-rules (@media, @import, ...) are skipped with their blocks; a block left open at the
+ * sheet's end ends there. Of a rule, the selectors css_selector reads and the last valid
+ * display and visibility declarations (read as a style attribute's: style_decl) are kept. */
+static grove_status css_add_sheet(svg_doc *x, size_t sb, size_t sn)
+{
+    char *t = x->css_text + sb;
+    const size_t n = sn;
+    size_t i = 0;
+    while (i < n) {
+        size_t pb, pe, bb, be;
+        int at, depth = 0;
+        if (is_xml_space(t[i]) || (t[i] == '/' && i + 1 < n && t[i + 1] == '*')) {
+            i = css_step(t, i, n, ' ');
+            continue;
+        }
+        /* the prelude: up to '{' (or ';', which ends an at-rule without a block) */
+        pb = i;
+        at = t[i] == '@';
+        while (i < n && t[i] != '{' && !(at && t[i] == ';')) i = css_step(t, i, n, CSS_GAP);
+        if (i >= n) break;
+        if (t[i] == ';') {
+            i++;
+            continue;
+        }
+        pe = i++;
+        /* the block: up to the matching '}' */
+        bb = i;
+        while (i < n && !(t[i] == '}' && depth == 0)) {
+            if (t[i] == '{') depth++;
+            if (t[i] == '}') depth--;
+            i = css_step(t, i, n, ' ');
+        }
+        be = i < n ? i : n;
+        if (i < n) i++;
+        if (at) continue;
+        {
+            size_t db = 0, de = 0, vb = 0, ve = 0;
+            int dimp = 0, vimp = 0, has[2];
+            has[0] = style_decl(t + bb, be - bb, "display", 7, &db, &de, display_valid, &dimp);
+            has[1] =
+                style_decl(t + bb, be - bb, "visibility", 10, &vb, &ve, visibility_valid, &vimp);
+            if (!has[0] && !has[1]) continue;
+            /* each selector of the list, split at commas outside parentheses and brackets */
+            for (size_t s0 = pb, k = pb, nest = 0; k <= pe; k++) {
+                css_rule r;
+                int ok;
+                if (k < pe && (t[k] == '(' || t[k] == '[')) nest++;
+                if (k < pe && (t[k] == ')' || t[k] == ']') && nest) nest--;
+                if (k < pe && !(t[k] == ',' && nest == 0)) continue;
+                GROVE_TRY(css_selector(x, sb + s0, sb + k, &r, &ok));
+                s0 = k + 1;
+                if (!ok) continue;
+                for (int p = 0; p < 2; p++) {
+                    if (!has[p]) continue;
+                    GROVE_TRY(css_grow(x, (void **)&x->css_rules, &x->css_rules_cap, x->css_nrules,
+                                       sizeof *x->css_rules));
+                    r.prop = p;
+                    r.val = p == 0 ? is_none(t + bb, db, de) : visibility_of(t + bb, vb, ve);
+                    r.imp = p == 0 ? dimp : vimp;
+                    r.order = x->css_nrules;
+                    x->css_rules[x->css_nrules++] = r;
+                }
+            }
+        }
+    }
+    return GROVE_OK;
+}
+
+/* Index order: by kind and key, then the rule that wins first (!important, more specific,
+ * later). */
+static int css_key_cmp(const void *a, const void *b)
+{
+    const css_key *p = (const css_key *)a, *q = (const css_key *)b;
+    int c;
+    if (p->kind != q->kind) return p->kind < q->kind ? -1 : 1;
+    if (p->n != q->n) return p->n < q->n ? -1 : 1;
+    c = memcmp(p->k, q->k, p->n);
+    if (c) return c;
+    if (p->imp != q->imp) return p->imp > q->imp ? -1 : 1;
+    if (p->spec != q->spec) return p->spec > q->spec ? -1 : 1;
+    return p->order > q->order ? -1 : p->order < q->order;
+}
+
+/* Collects the sheets, parses them and builds the index (nothing when the file has none). */
+static grove_status css_build(svg_doc *x)
+{
+    GROVE_TRY(css_collect(x));
+    for (size_t k = 0; k < x->css_nsheets; k++)
+        GROVE_TRY(css_add_sheet(x, x->css_sheets[k].b, x->css_sheets[k].n));
+    if (!x->css_nrules) return GROVE_OK;
+    x->css_keys = (css_key *)malloc(x->css_nrules * sizeof *x->css_keys);
+    if (!x->css_keys)
+        return grove__error(x->ctx, GROVE_ERR_OUT_OF_MEMORY,
+                            "%s: out of memory for the style sheets' rules", x->path);
+    for (size_t k = 0; k < x->css_nrules; k++) {
+        const css_rule *r = &x->css_rules[k];
+        css_key *y = &x->css_keys[k];
+        const css_span *key = r->id.n ? &r->id : r->ncls ? &x->css_cls[r->cls] : &r->type;
+        y->kind = r->id.n ? 0 : r->ncls ? 1 : r->type.n ? 2 : 3;
+        y->k = x->css_text + key->b;
+        y->n = y->kind == 3 ? 0 : key->n;
+        y->rule = k;
+        y->order = r->order;
+        y->spec = r->spec;
+        y->imp = r->imp;
+    }
+    qsort(x->css_keys, x->css_nrules, sizeof *x->css_keys, css_key_cmp);
+    return GROVE_OK;
+}
+
+/* Whether class list cls[0..cn) (names separated by blanks) holds name[0..n). */
+static int css_has_class(const char *cls, size_t cn, const char *name, size_t n)
+{
+    for (size_t k = 0; k < cn;) {
+        size_t e;
+        while (k < cn && is_xml_space(cls[k])) k++;
+        for (e = k; e < cn && !is_xml_space(cls[e]); e++) {
+        }
+        if (e - k == n && memcmp(cls + k, name, n) == 0) return 1;
+        k = e;
+    }
+    return 0;
+}
+
+/* The element a rule is tried against: its local name, id (NULL: none) and class list. */
+typedef struct css_elem {
+    const char *name, *id, *cls;
+    size_t nn, idn, cn;
+} css_elem;
+
+/* Whether rule r matches element el. */
+static int css_rule_matches(const svg_doc *x, const css_rule *r, const css_elem *el)
+{
+    const char *t = x->css_text;
+    if (r->type.n && (r->type.n != el->nn || memcmp(t + r->type.b, el->name, el->nn) != 0))
+        return 0;
+    if (r->id.n && (!el->id || r->id.n != el->idn || memcmp(t + r->id.b, el->id, el->idn) != 0))
+        return 0;
+    for (size_t c = 0; c < r->ncls; c++) {
+        const css_span *sp = &x->css_cls[r->cls + c];
+        if (!css_has_class(el->cls, el->cn, t + sp->b, sp->n)) return 0;
+    }
+    return 1;
+}
+
+/* Tries the rules under key (kind, k[0..n)) in their order of precedence, keeping in best[p]
+ * the winning rule of property p so far (SIZE_MAX: none): the first that matches, of each
+ * property, against best[p] by precedence. tag: the element's, for the LIMIT error. */
+static grove_status css_try_key(svg_doc *x, size_t tag, int kind, const char *k, size_t n,
+                                const css_elem *el, size_t *best)
+{
+    size_t lo = 0, hi = x->css_nrules;
+    int done[2] = {0, 0};
+    css_key probe;
+    probe.kind = kind;
+    probe.k = k;
+    probe.n = n;
+    probe.imp = 2; /* before every rule of the key */
+    probe.spec = 0;
+    probe.order = 0;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if (css_key_cmp(&x->css_keys[mid], &probe) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t j = lo; j < x->css_nrules && !(done[0] && done[1]); j++) {
+        const css_key *y = &x->css_keys[j];
+        const css_rule *r;
+        if (y->kind != kind || y->n != n || memcmp(y->k, k, n) != 0) break;
+        r = &x->css_rules[y->rule];
+        if (done[r->prop]) continue;
+        x->css_work += 1 + r->ncls;
+        if (x->css_work > SVG_CSS_WORK(x->n))
+            return grove__error(x->ctx, GROVE_ERR_LIMIT,
+                                "%s:%llu: matching the <style> rules to the elements took more "
+                                "than %zu steps (many rules under one id, class or element "
+                                "name that ask for more than the elements have)",
+                                x->path, line_of(x, tag), SVG_CSS_WORK(x->n));
+        if (!css_rule_matches(x, r, el)) continue;
+        done[r->prop] = 1;
+        if (best[r->prop] == SIZE_MAX) {
+            best[r->prop] = y->rule;
+        } else {
+            const css_rule *o = &x->css_rules[best[r->prop]];
+            if (r->imp > o->imp ||
+                (r->imp == o->imp &&
+                 (r->spec > o->spec || (r->spec == o->spec && r->order > o->order))))
+                best[r->prop] = y->rule;
+        }
+    }
+    return GROVE_OK;
+}
+
+/* The sheets' winning declarations for the element whose tag starts at x->s[tag]: found[p]
+ * (p 0 display, 1 visibility) with val[p] and imp[p]. Its id and class attributes are decoded
+ * here (x->val is overwritten). */
+static grove_status css_match(svg_doc *x, size_t tag, size_t nb, size_t ne, const attr_span *at,
+                              int *found, int *val, int *imp)
+{
+    css_elem el;
+    size_t best[2] = {SIZE_MAX, SIZE_MAX}, len;
+    grove_status st = GROVE_OK;
+    found[0] = found[1] = 0;
+    for (size_t j = ne; j > nb; j--)
+        if (x->s[j - 1] == ':') {
+            nb = j;
+            break;
+        }
+    el.name = x->s + nb;
+    el.nn = ne - nb;
+    el.id = el.cls = NULL;
+    el.idn = el.cn = 0;
+    if (at[A_ID].has) {
+        GROVE_TRY(decode_value(x, at[A_ID].b, at[A_ID].e, &len));
+        if (len >= x->css_id_cap) {
+            char *p = (char *)realloc(x->css_id, len + 1);
+            if (!p)
+                return grove__error(x->ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory for an id",
+                                    x->path);
+            x->css_id = p;
+            x->css_id_cap = len + 1;
+        }
+        memcpy(x->css_id, x->val, len + 1);
+        el.id = x->css_id;
+        el.idn = len;
+    }
+    if (at[A_CLASS].has) {
+        st = decode_value(x, at[A_CLASS].b, at[A_CLASS].e, &len);
+        el.cls = x->val;
+        el.cn = len;
+    }
+    if (st == GROVE_OK && el.id) st = css_try_key(x, tag, 0, el.id, el.idn, &el, best);
+    for (size_t k = 0; st == GROVE_OK && k < el.cn;) {
+        size_t e;
+        while (k < el.cn && is_xml_space(el.cls[k])) k++;
+        for (e = k; e < el.cn && !is_xml_space(el.cls[e]); e++) {
+        }
+        if (e > k) st = css_try_key(x, tag, 1, el.cls + k, e - k, &el, best);
+        k = e;
+    }
+    if (st == GROVE_OK) st = css_try_key(x, tag, 2, el.name, el.nn, &el, best);
+    if (st == GROVE_OK) st = css_try_key(x, tag, 3, "", 0, &el, best);
+    GROVE_TRY(st);
+    for (int p = 0; p < 2; p++)
+        if (best[p] != SIZE_MAX) {
+            found[p] = 1;
+            val[p] = x->css_rules[best[p]].val;
+            imp[p] = x->css_rules[best[p]].imp;
+        }
+    return GROVE_OK;
+}
+
+/* CSS's cascade of one property over a style attribute's declaration (found ia, marked
+ * !important iimp, value ival) and the sheets' (sa, simp, sval): the style attribute's
+ * !important one, the sheets' !important one, the style attribute's, the sheets'. 1 with *val
+ * when one of them decides, 0 when none is there (the presentation attribute decides). */
+static int cascade(int ia, int iimp, int ival, int sa, int simp, int sval, int *val)
+{
+    if (ia && iimp)
+        *val = ival;
+    else if (sa && simp)
+        *val = sval;
+    else if (ia)
+        *val = ival;
+    else if (sa)
+        *val = sval;
+    else
+        return 0;
+    return 1;
+}
+
 /* Reads the attributes of the tag whose name ends at s[*i] up to the end of the tag: their
- * spans into at[] (id, transform, display, style and visibility of every element, the others
- * of kinds below K_OTHER), *closed for "/>". lt is the offset of the '<', name the quoted
+ * spans into at[] (id, transform, display, style, visibility and class of every element, the
+ * others of kinds below K_OTHER), *closed for "/>". lt is the offset of the '<', name the quoted
  * element name. */
 static grove_status read_attrs(svg_doc *x, size_t *i, size_t lt, const char *name, int kind,
                                attr_span *at, int *closed)
@@ -1144,7 +1794,7 @@ static grove_status read_attrs(svg_doc *x, size_t *i, size_t lt, const char *nam
             for (int k = 0; k < A_COUNT; k++) {
                 const size_t nb = k == A_HREF ? lb : ab;
                 if ((k == A_TRANSFORM || k == A_ID || k == A_DISPLAY || k == A_STYLE ||
-                     k == A_VISIBILITY || kind < K_OTHER) &&
+                     k == A_VISIBILITY || k == A_CLASS || kind < K_OTHER) &&
                     ae - nb == strlen(attr_names[k]) &&
                     memcmp(s + nb, attr_names[k], ae - nb) == 0) {
                     if (k == A_HREF && lb != ab && href_plain) continue;
@@ -1553,24 +2203,26 @@ static grove_status start_tag(svg_doc *x, size_t *i)
     hidden = parent.hidden || (is_hidden_container(x->s, nb, ne) && !(shown && kind == K_SYMBOL));
     invis = parent.invis;
     if (!hidden && !x->indexing) {
-        /* the style attribute's declarations win over the display and visibility attributes
-         * (CSS: a presentation attribute is overridden by any declaration) */
-        int none = -1, vis = -1, vis_decl = 0;
+        /* display and visibility by CSS's cascade: a style attribute's declaration marked
+         * !important, then a <style> sheet's so marked, then the style attribute's, then the
+         * sheets', then the presentation attribute (display, visibility) */
+        int none = -1, vis = -1, s_f[2] = {0, 0}, s_v[2] = {0, 0}, s_i[2] = {0, 0};
+        int i_d = 0, i_dv = 0, i_dimp = 0, i_v = 0, i_vv = 0, i_vimp = 0;
         size_t len, vb, ve;
+        if (x->css_nrules) GROVE_TRY(css_match(x, lt, nb, ne, at, s_f, s_v, s_i));
         if (at[A_STYLE].has) {
             GROVE_TRY(decode_value(x, at[A_STYLE].b, at[A_STYLE].e, &len));
-            if (style_decl(x->val, len, "display", 7, &vb, &ve, NULL))
-                none = is_none(x->val, vb, ve);
-            if (style_decl(x->val, len, "visibility", 10, &vb, &ve, visibility_valid)) {
-                vis_decl = 1;
-                vis = visibility_of(x->val, vb, ve);
-            }
+            if ((i_d = style_decl(x->val, len, "display", 7, &vb, &ve, display_valid, &i_dimp)))
+                i_dv = is_none(x->val, vb, ve);
+            if ((i_v = style_decl(x->val, len, "visibility", 10, &vb, &ve, visibility_valid,
+                                  &i_vimp)))
+                i_vv = visibility_of(x->val, vb, ve);
         }
-        if (none < 0 && at[A_DISPLAY].has) {
+        if (!cascade(i_d, i_dimp, i_dv, s_f[0], s_i[0], s_v[0], &none) && at[A_DISPLAY].has) {
             GROVE_TRY(decode_value(x, at[A_DISPLAY].b, at[A_DISPLAY].e, &len));
             none = is_none(x->val, 0, len);
         }
-        if (!vis_decl && at[A_VISIBILITY].has) {
+        if (!cascade(i_v, i_vimp, i_vv, s_f[1], s_i[1], s_v[1], &vis) && at[A_VISIBILITY].has) {
             GROVE_TRY(decode_value(x, at[A_VISIBILITY].b, at[A_VISIBILITY].e, &len));
             vis = visibility_of(x->val, 0, len);
         }
@@ -1674,41 +2326,14 @@ static grove_status scan_from(svg_doc *x, size_t i, size_t stop_depth)
     while (i < x->n) {
         const char *lt = (const char *)memchr(s + i, '<', x->n - i);
         size_t at;
+        const char *what;
+        int mk;
         if (!lt) break;
         at = (size_t)(lt - s);
         i = at + 1;
-        if (x->n - i >= 3 && memcmp(s + i, "!--", 3) == 0) {
-            i += 3;
-            if (!skip_past(x, &i, "-->")) return svg_bad(x, at, "unterminated comment");
-            continue;
-        } else if (x->n - i >= 8 && memcmp(s + i, "![CDATA[", 8) == 0) {
-            i += 8;
-            if (!skip_past(x, &i, "]]>")) return svg_bad(x, at, "unterminated CDATA section");
-            continue;
-        } else if (i < x->n && s[i] == '?') {
-            if (!skip_past(x, &i, "?>"))
-                return svg_bad(x, at, "unterminated processing instruction");
-            continue;
-        } else if (i < x->n && s[i] == '!') {
-            /* <!DOCTYPE ...> with an optional [internal subset], whose '>'s do not end it */
-            int bracket = 0;
-            char quote = 0;
-            for (; i < x->n; i++) {
-                char c = s[i];
-                if (quote) {
-                    if (c == quote) quote = 0;
-                } else if (c == '"' || c == '\'') {
-                    quote = c;
-                } else if (c == '[') {
-                    bracket++;
-                } else if (c == ']') {
-                    bracket--;
-                } else if (c == '>' && bracket <= 0) {
-                    break;
-                }
-            }
-            if (i >= x->n) return svg_bad(x, at, "unterminated <!...> declaration");
-            i++;
+        mk = skip_markup(x, &i, &what);
+        if (mk < 0) return svg_bad(x, at, what);
+        if (mk > 0) {
             continue;
         } else if (i < x->n && s[i] == '/') {
             const char *gt = (const char *)memchr(s + i, '>', x->n - i);
@@ -1751,7 +2376,9 @@ grove_status grove__bz_read_svg(grove__rd *r, grove__bz_sink *sink)
     x.s[x.n] = '\0';
     x.line_no = 1;
     x.sink = sink;
-    st = scan_from(&x, 0, 0);
+    /* <style> sheets apply to the whole document, wherever they stand */
+    st = css_build(&x);
+    if (st == GROVE_OK) st = scan_from(&x, 0, 0);
     /* a file that is not SVG at all (text curves, an empty file) would otherwise give no curves
      * and no error */
     if (st == GROVE_OK && !x.svg_seen)
@@ -1763,5 +2390,11 @@ grove_status grove__bz_read_svg(grove__rd *r, grove__bz_sink *sink)
     free(x.raw);
     for (size_t k = 0; k < x.nids; k++) free(x.ids[k].id);
     free(x.ids);
+    free(x.css_text);
+    free(x.css_sheets);
+    free(x.css_rules);
+    free(x.css_cls);
+    free(x.css_keys);
+    free(x.css_id);
     return st;
 }
