@@ -1552,6 +1552,86 @@ static void test_svg_style_sheets(void)
            "<path style='display:block;display:none !important;display:inline' d='M0 0 L6 6'/>"
            "<path d='M0 0 L2 2'/></svg>",
            GROVE_CURVES_SVG, 3, d3, c3, 0);
+    {
+        /* the review's cases (2026-11-29): CSS Nesting's rules and nested at-rules are not the
+         * outer rule's declarations; one invalid selector drops the whole list (an empty one, a
+         * stray character, a class or id that is no identifier); display's multi-keyword
+         * grammar; a string left open ends at its line; <!-- and --> between rules; a sheet is
+         * the style element's text, past a processing instruction or a child element; revert
+         * is inherit for visibility */
+        const int d2[] = {1};
+        const double c2[] = {0, 0, 2, 2, 0, 0, 0, 0};
+        const double c25[] = {0, 0, 2, 2, 0, 0, 0, 0, 0, 0, 5, 5, 0, 0, 0, 0};
+        CURVES("rv_nested.svg",
+               "<svg><style>.a{ &:hover{ fill:red; display:none; } }"
+               ".b{ @media print { fill:red; display:none; } } .c{ &:x{a:b} display:none }"
+               "</style><path class='a' d='M0 0 L1 1'/><path class='b' d='M0 0 L2 2'/>"
+               "<path class='c' d='M0 0 L3 3'/></svg>",
+               GROVE_CURVES_SVG, 2, d1, c1, 0);
+        CURVES("rv_list_invalid.svg",
+               "<svg><style>.a,{display:none} .a, .b!{display:none} .a, p > q{visibility:x}"
+               ".c, g > p{display:none}</style>"
+               "<path class='a' d='M0 0 L1 1'/><path d='M0 0 L2 2'/><path class='c' d='M0 0 L3 3'/>"
+               "</svg>",
+               GROVE_CURVES_SVG, 2, d1, c1, 0);
+        CURVES("rv_ident.svg",
+               "<svg><style>.1a{display:none} #1b{display:none} .-1c{display:none}"
+               "1path{display:none} .-d{display:none}</style>"
+               "<path class='1a -1c' d='M0 0 L1 1'/><path id='1b' d='M0 0 L2 2'/>"
+               "<path class='-d' d='M0 0 L3 3'/></svg>",
+               GROVE_CURVES_SVG, 2, d1, c1, 0);
+        CURVES("rv_display_multi.svg",
+               "<svg><style>.a{display:none} .a{display:inline block}"
+               ".b{display:none} .b{display:list-item grid} .c{display:none} .c{display:inline "
+               "list-item flow-root}</style><path class='a' d='M0 0 L1 1'/>"
+               "<path style='display:none; display:block block' d='M0 0 L1 1'/>"
+               "<path class='b' d='M0 0 L3 3'/><path d='M0 0 L2 2'/>"
+               "<path class='c' style='display:-webkit-box' display='none' d='M0 0 L5 5'/></svg>",
+               GROVE_CURVES_SVG, 2, d1, c25, 0);
+        CURVES("rv_bad_string.svg",
+               "<svg><style>.a{content:'x\n}\n.b{display:none}</style>"
+               "<path class='b' d='M0 0 L1 1'/><path d='M0 0 L2 2'/></svg>",
+               GROVE_CURVES_SVG, 1, d2, c2, 0);
+        CURVES("rv_cdo.svg",
+               "<svg><style><![CDATA[<!-- .a{display:none} -->]]></style>"
+               "<path class='a' d='M0 0 L1 1'/><path d='M0 0 L2 2'/></svg>",
+               GROVE_CURVES_SVG, 1, d2, c2, 0);
+        CURVES("rv_child_text.svg",
+               "<svg><style><?x y?>.a{display:none}</style><style>.c{}<x>.d{}</x>.b{display:none}"
+               "</style><path class='a' d='M0 0 L1 1'/><path class='b' d='M0 0 L3 3'/>"
+               "<path d='M0 0 L2 2'/></svg>",
+               GROVE_CURVES_SVG, 1, d2, c2, 0);
+        CURVES("rv_vis_revert.svg",
+               "<svg><style>.a{visibility:hidden} .a{visibility:revert}</style>"
+               "<path class='a' d='M0 0 L1 1'/><path d='M0 0 L2 2'/></svg>",
+               GROVE_CURVES_SVG, 2, d1, c1, 0);
+        /* an id or class that does not decode counts as absent to the sheets: the errors are
+         * those of the file without a sheet */
+        BAD("rv_err_class.svg",
+            "<svg><style>.x{display:none}</style><path class='&x;' d='M0 0 Q'/></svg>",
+            GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT, "path 0: 'Q' needs 4", NULL);
+        BAD("rv_err_style.svg",
+            "<svg><style>.x{display:none}</style><path style='&x;' id='&y;' d='M0 0 L1 1'/>"
+            "</svg>",
+            GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT, "'&x;'", NULL);
+        CURVES("rv_err_id.svg",
+               "<svg><style>.x{display:none}</style><g id='a&b'/><path d='M0 0 L2 2'/></svg>",
+               GROVE_CURVES_SVG, 1, d2, c2, 0);
+        CURVES("rv_err_meta.svg",
+               "<svg><style>.x{display:none}</style><metadata><foo class='&nbsp;'/></metadata>"
+               "<path d='M0 0 L2 2'/></svg>",
+               GROVE_CURVES_SVG, 1, d2, c2, 0);
+        /* the sheets' pass reads tags as the main scan does: an end tag ends at its first '>'
+         * (the "<style>" below is inside "</g ...>"); an attribute name may hold a quote */
+        CURVES("rv_pre_endtag.svg",
+               "<svg><g></g <style>\n.b{display:none}<path class='b' d='M0 0 L1 1'/>"
+               "<path d='M0 0 L2 2'/></svg>",
+               GROVE_CURVES_SVG, 2, d1, c1, 0);
+        CURVES("rv_pre_quote_name.svg",
+               "<svg><g a\"b='c'><style>.b{display:none}</style></g>"
+               "<path class='b' d='M0 0 L1 1'/><path d='M0 0 L2 2'/></svg>",
+               GROVE_CURVES_SVG, 1, d2, c2, 0);
+    }
     /* errors come as without a sheet: the sheets' pass reports nothing ... */
     BAD("st_err_order.svg", "<svg><style/><path d='M0 0 Q'/>\n<path d='M0' x=1/></svg>",
         GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT, "st_err_order.svg:1: path 0: 'Q' needs 4", NULL);
@@ -1588,6 +1668,43 @@ static void test_svg_style_sheets(void)
                 cp[8 * k + 3] = 1;
             }
             CURVES("st_many.svg", t, GROVE_CURVES_SVG, n / 2, deg, cp, 0);
+        }
+        /* many rules under one key, or universal, that all match, with one property: an
+         * element stops at the first (counted: walking them all would pass the work limit) */
+        if (t) {
+            const char *rules[] = {".a{display:inline}", "*{display:inline}"};
+            for (int v = 0; v < 2; v++) {
+                len = (size_t)sprintf(t, "<svg><style>");
+                for (size_t k = 0; k < n; k++) len += (size_t)sprintf(t + len, "%s", rules[v]);
+                len += (size_t)sprintf(t + len, "</style>");
+                for (size_t k = 0; k < n; k++)
+                    len += (size_t)sprintf(t + len, "<path class='a' d='M0 0 L%zu 1'/>", k);
+                sprintf(t + len, "</svg>");
+                {
+                    grove_curves c;
+                    write_file(path_in("st_same_key.svg"), t);
+                    CHECK(grove_curves_read(ctx, path_in("st_same_key.svg"), GROVE_CURVES_SVG,
+                                            &c) == GROVE_OK);
+                    CHECK(c.n == n);
+                    grove_curves_free(&c);
+                }
+            }
+            /* one element of n classes against ".aK.z" for every K: each class finds its
+             * rule, which asks for z: 2n steps */
+            len = (size_t)sprintf(t, "<svg><style>");
+            for (size_t k = 0; k < n; k++)
+                len += (size_t)sprintf(t + len, ".a%zu.z{display:none}", k);
+            len += (size_t)sprintf(t + len, "</style><path class='");
+            for (size_t k = 0; k < n; k++) len += (size_t)sprintf(t + len, "a%zu a%zu ", k, k);
+            sprintf(t + len, "' d='M0 0 L1 1'/></svg>");
+            {
+                grove_curves c;
+                write_file(path_in("st_long_class.svg"), t);
+                CHECK(grove_curves_read(ctx, path_in("st_long_class.svg"), GROVE_CURVES_SVG,
+                                        &c) == GROVE_OK);
+                CHECK(c.n == 1);
+                grove_curves_free(&c);
+            }
         }
         /* rules that share a class but ask for one the elements lack: the work limit */
         if (t) {

@@ -121,11 +121,14 @@ typedef struct svg_doc {
     size_t css_len, css_cap;
     struct css_span *css_sheets; /* each sheet's span of css_text */
     size_t css_nsheets, css_sheets_cap;
-    struct css_rule *css_rules; /* a selector and a property each, in the sheets' order */
+    struct css_rule *css_rules; /* a selector each, in the sheets' order */
     size_t css_nrules, css_rules_cap;
     struct css_span *css_cls; /* the rules' classes */
     size_t css_ncls, css_cls_cap;
-    struct css_key *css_keys; /* the index: css_nrules entries */
+    struct css_key *css_keys; /* the index */
+    size_t css_nkeys;
+    struct css_span *css_tok; /* an element's classes, spans of x->val */
+    size_t css_tok_cap;
     size_t css_work;          /* rule tries so far, against SVG_CSS_WORK */
     char *css_id;             /* an element's decoded id */
     size_t css_id_cap;
@@ -1050,8 +1053,8 @@ static int is_none(const char *v, size_t b, size_t e)
 }
 
 /* A visibility value v[b..e) (blanks around it aside, any ASCII case): 1 for hidden and
- * collapse, 0 for visible and initial, -1 for inherit and unset (the inherited visibility
- * stands), -2 for anything else (not valid). */
+ * collapse, 0 for visible and initial, -1 for inherit, unset, revert and revert-layer (the
+ * inherited visibility stands), -2 for anything else (not valid). */
 static int visibility_of(const char *v, size_t b, size_t e)
 {
     while (b < e && is_xml_space(v[b])) b++;
@@ -1064,7 +1067,9 @@ static int visibility_of(const char *v, size_t b, size_t e)
         (n == 7 && same_ascii_ci(v + b, "initial", 7)))
         return 0;
     if ((n == 7 && same_ascii_ci(v + b, "inherit", 7)) ||
-        (n == 5 && same_ascii_ci(v + b, "unset", 5)))
+        (n == 5 && same_ascii_ci(v + b, "unset", 5)) ||
+        (n == 6 && same_ascii_ci(v + b, "revert", 6)) ||
+        (n == 12 && same_ascii_ci(v + b, "revert-layer", 12)))
         return -1;
     return -2;
 }
@@ -1147,116 +1152,104 @@ static int style_decl(char *v, size_t len, const char *prop, size_t plen, size_t
 }
 
 /* ---- <style> sheets (display and visibility) ----
- * The sheets are collected by a pass of their own (css_collect), which reports nothing: where
- * the file is malformed it stops, and the main scan reports the error as it would without a
- * sheet. Their text is kept (x->css_text) and parsed into rules, one for each selector of a
- * rule's list and each of the two properties it sets (css_parse); the rules are indexed by a
- * key each (an id, else the first class, else the element name, else none), in order of
- * precedence inside a key, so that an element tries only the rules that can match it and stops
- * at the first that does (css_match). */
+ * The sheets are collected by a pass of their own (css_collect), which reports nothing: it
+ * reads tags as the main scan does and stops where the main scan will report an error. Their
+ * text is kept (x->css_text) and parsed into rules, one for each selector of a rule's list
+ * (css_add_sheet); the rules are indexed by a key for each property they set (an id, else the
+ * first class, else the element name, else none), in order of precedence inside a key and
+ * property, so that an element tries only the rules that can match it and stops at the first
+ * that does (css_match). Every try counts against SVG_CSS_WORK. Offsets into the sheets' text
+ * are 32-bit (sheets of 4 GiB or more are refused); a selector costs about 40 bytes and 20 more
+ * a property it sets and 8 a class it names. */
 
 /* A span of x->css_text. */
 typedef struct css_span {
-    size_t b, n;
+    uint32_t b, n;
 } css_span;
 
-/* One selector of a rule with one of the properties the rule sets: prop 0 display (val 1 none,
- * 0 another valid value), 1 visibility (val as visibility_of); imp: marked !important; spec:
- * ids, classes and the element name as the digits of base 256 (each capped at 255); order: its
- * place among the sheets' declarations. Its classes are x->css_cls[cls .. cls + ncls). */
+/* One selector of a rule: its element name and id (n = 0: any element, no id), its classes
+ * x->css_cls[cls .. cls + ncls), spec (ids, classes and the element name as the digits of base
+ * 256, each capped at 255), and for property p (0 display, 1 visibility) whether the rule sets
+ * it (has), the value (display: 1 none, 0 another valid one; visibility as visibility_of) and
+ * !important. A rule's index is its order among the sheets' rules. */
 typedef struct css_rule {
-    css_span type, id; /* n = 0: any element; no id */
-    size_t cls, ncls, order;
-    unsigned spec;
-    int prop, val, imp;
+    css_span type, id;
+    uint32_t cls, ncls, spec;
+    signed char has[2], val[2], imp[2];
 } css_rule;
 
-/* An index entry: rule `rule` under key k[0..n) of kind 0 id, 1 class, 2 element name, 3 none
- * (k points into x->css_text), with the rule's precedence copied for the sort. */
+/* An index entry: property prop of rule `rule` under key x->css_text[k .. k + n) of kind 0 id,
+ * 1 class, 2 element name, 3 none (n = 0), with the rule's precedence for the sort. */
 typedef struct css_key {
-    const char *k;
-    size_t n, rule, order;
-    unsigned spec;
-    int kind, imp;
+    uint32_t k, n, rule, spec;
+    unsigned char kind, prop, imp;
 } css_key;
 
 /* How many steps matching the rules to the elements of a file of n bytes may take in all (a
  * rule tried costs one step and one a class it asks for): far more than any sheet needs whose
- * rules an element's id, classes and name tell apart (an element tries the rules under its own
- * keys, and stops at the first that matches); a sheet of many rules that share a key but ask
- * for more than the elements have (".a.b1", ".a.b2", ... against many elements of class a)
+ * rules an element's id, classes and name tell apart (an element tries only the rules under its
+ * own keys, and stops at the first that matches); a sheet of many rules that share a key but
+ * ask for more than the elements have (".a.b1", ".a.b2", ... against many elements of class a)
  * stops with a LIMIT error instead of taking time quadratic in the file. */
 #define SVG_CSS_WORK(n) (((size_t)16 << 20) + 32 * (size_t)(n))
 
-/* The valid values of display (CSS Display 3), single keywords. */
-static const char *const display_words[] = {"none",
-                                            "contents",
-                                            "block",
-                                            "inline",
-                                            "run-in",
-                                            "flow",
-                                            "flow-root",
-                                            "table",
-                                            "flex",
-                                            "grid",
-                                            "ruby",
-                                            "list-item",
-                                            "inline-block",
-                                            "inline-table",
-                                            "inline-flex",
-                                            "inline-grid",
-                                            "inline-list-item",
-                                            "table-row-group",
-                                            "table-header-group",
-                                            "table-footer-group",
-                                            "table-row",
-                                            "table-cell",
-                                            "table-column-group",
-                                            "table-column",
-                                            "table-caption",
-                                            "ruby-base",
-                                            "ruby-text",
-                                            "ruby-base-container",
-                                            "ruby-text-container",
-                                            "inherit",
-                                            "initial",
-                                            "unset",
-                                            "revert",
-                                            "revert-layer"};
-/* The keywords of display's multi-keyword form (two or three of them). */
-static const char *const display_multi[] = {"block", "inline", "run-in", "flow", "flow-root",
-                                            "table", "flex",   "grid",   "ruby", "list-item"};
+/* The valid values of display (CSS Display 3) of one keyword, and the legacy ones browsers
+ * still take. */
+static const char *const display_words[] = {
+    "none", "contents", "block", "inline", "run-in", "flow", "flow-root", "table", "flex",
+    "grid", "ruby", "list-item", "inline-block", "inline-table", "inline-flex", "inline-grid",
+    "table-row-group", "table-header-group", "table-footer-group", "table-row", "table-cell",
+    "table-column-group", "table-column", "table-caption", "ruby-base", "ruby-text",
+    "ruby-base-container", "ruby-text-container", "math", "-webkit-box", "-webkit-inline-box",
+    "inherit", "initial", "unset", "revert", "revert-layer"};
+/* display's multi-keyword form: <display-outside> || <display-inside>, or list-item with an
+ * optional outside keyword and an optional flow or flow-root. */
+static const char *const display_outside[] = {"block", "inline", "run-in"};
+static const char *const display_inside[] = {"flow", "flow-root", "table", "flex", "grid",
+                                             "ruby"};
 
-/* Whether v[b..e) is in words[0..nw) (any ASCII case). */
-static int css_word_in(const char *v, size_t b, size_t e, const char *const *words, size_t nw)
+/* The index of v[b..e) in words[0..nw) (any ASCII case), or -1. */
+static int css_word(const char *v, size_t b, size_t e, const char *const *words, size_t nw)
 {
     for (size_t k = 0; k < nw; k++)
-        if (strlen(words[k]) == e - b && same_ascii_ci(v + b, words[k], e - b)) return 1;
-    return 0;
+        if (strlen(words[k]) == e - b && same_ascii_ci(v + b, words[k], e - b)) return (int)k;
+    return -1;
 }
+#define CSS_NWORDS(a) (sizeof(a) / sizeof((a)[0]))
 
-/* Whether a display value v[b..e) is valid CSS (style_decl's check): one keyword of
- * display_words, or two or three of display_multi. */
+/* Whether a display value v[b..e) is valid CSS (style_decl's check). */
 static int display_valid(const char *v, size_t b, size_t e)
 {
-    size_t words = 0, wb[3], we[3];
+    size_t words = 0;
+    int outside = 0, inside = -1, list = 0;
     for (size_t k = b; k < e;) {
+        size_t wb;
+        int j;
         while (k < e && is_xml_space(v[k])) k++;
         if (k == e) break;
-        if (words == 3) return 0;
-        wb[words] = k;
+        wb = k;
         while (k < e && !is_xml_space(v[k])) k++;
-        we[words++] = k;
-    }
-    if (words == 1)
-        return css_word_in(v, wb[0], we[0], display_words,
-                           sizeof display_words / sizeof display_words[0]);
-    if (words < 2) return 0;
-    for (size_t k = 0; k < words; k++)
-        if (!css_word_in(v, wb[k], we[k], display_multi,
-                         sizeof display_multi / sizeof display_multi[0]))
+        if (++words > 3) return 0;
+        if (words == 1 && css_word(v, wb, k, display_words, CSS_NWORDS(display_words)) >= 0) {
+            /* one keyword, unless more follow */
+            size_t m = k;
+            while (m < e && is_xml_space(v[m])) m++;
+            if (m == e) return 1;
+        }
+        if (css_word(v, wb, k, display_outside, CSS_NWORDS(display_outside)) >= 0) {
+            if (outside++) return 0;
+        } else if ((j = css_word(v, wb, k, display_inside, CSS_NWORDS(display_inside))) >= 0) {
+            if (inside >= 0) return 0;
+            inside = j;
+        } else if (k - wb == 9 && same_ascii_ci(v + wb, "list-item", 9)) {
+            if (list++) return 0;
+        } else {
             return 0;
-    return 1;
+        }
+    }
+    if (words < 2) return 0;
+    if (list) return inside <= 1; /* none, flow or flow-root */
+    return words == 2 && outside == 1 && inside >= 0;
 }
 
 /* Whether c may be part of a CSS name: ASCII letters and digits, '-', '_', or a byte of a
@@ -1264,8 +1257,21 @@ static int display_valid(const char *v, size_t b, size_t e)
 static int css_name_char(char c)
 {
     const unsigned char u = (unsigned char)c;
-    return (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') || c == '-' ||
-           c == '_' || u >= 0x80;
+    return (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') ||
+           c == '-' || c == '_' || u >= 0x80;
+}
+
+/* Whether a name t[b..e) (css_name_char bytes, e > b) is a CSS identifier: it does not start
+ * with a digit, nor with '-' and a digit, nor is it '-' alone. */
+static int css_ident(const char *t, size_t b, size_t e)
+{
+    const unsigned char c0 = (unsigned char)t[b];
+    if (c0 >= '0' && c0 <= '9') return 0;
+    if (c0 == '-') {
+        const unsigned char c1 = b + 1 < e ? (unsigned char)t[b + 1] : 0;
+        if (b + 1 == e || (c1 >= '0' && c1 <= '9')) return 0;
+    }
+    return 1;
 }
 
 /* A comment in a selector becomes this byte: it separates names but is not the blank of a
@@ -1276,9 +1282,12 @@ static int css_name_char(char c)
 static grove_status css_text_add(svg_doc *x, const char *p, size_t n)
 {
     if (n == 0) return GROVE_OK;
+    if (n >= (size_t)UINT32_MAX - x->css_len)
+        return grove__error(x->ctx, GROVE_ERR_LIMIT, "%s: the <style> sheets hold 4 GiB or more",
+                            x->path);
     if (n > x->css_cap - x->css_len) {
         size_t nc = x->css_cap ? x->css_cap : 256;
-        while (nc - x->css_len < n && nc < SIZE_MAX) nc = nc > SIZE_MAX / 2 ? SIZE_MAX : 2 * nc;
+        while (nc - x->css_len < n) nc *= 2;
         char *t = (char *)realloc(x->css_text, nc);
         if (!t)
             return grove__error(x->ctx, GROVE_ERR_OUT_OF_MEMORY,
@@ -1294,9 +1303,11 @@ static grove_status css_text_add(svg_doc *x, const char *p, size_t n)
 /* Grows array *a of *cap elements of size sz so that it holds at least n + 1. */
 static grove_status css_grow(svg_doc *x, void **a, size_t *cap, size_t n, size_t sz)
 {
+    size_t nc = *cap ? *cap : 16;
+    void *p;
     if (n < *cap) return GROVE_OK;
-    const size_t nc = *cap ? 2 * *cap : 16;
-    void *p = nc <= SIZE_MAX / sz ? realloc(*a, nc * sz) : NULL;
+    while (nc <= n && nc <= SIZE_MAX / 2) nc *= 2;
+    p = nc > n && nc <= SIZE_MAX / sz ? realloc(*a, nc * sz) : NULL;
     if (!p)
         return grove__error(x->ctx, GROVE_ERR_OUT_OF_MEMORY,
                             "%s: out of memory for the style sheets' rules", x->path);
@@ -1305,92 +1316,134 @@ static grove_status css_grow(svg_doc *x, void **a, size_t *cap, size_t n, size_t
     return GROVE_OK;
 }
 
-/* The content of the <style> element that starts at x->s[*i] (after its start tag): its text
- * and CDATA sections up to the next tag, comments left out, as one sheet (character references
- * in the text are not decoded). Stops silently where the file is malformed. */
+/* The attributes of the start tag whose name ends at x->s[*i], read as read_attrs reads them
+ * (name, '=', a quoted value), to the end of the tag: 1 with *i past it and *closed for "/>",
+ * 0 where read_attrs reports an error (nothing is reported here). */
+static int css_skip_tag(const svg_doc *x, size_t *i, int *closed)
+{
+    const char *s = x->s;
+    size_t k = *i;
+    for (;;) {
+        const char *qe;
+        size_t ab;
+        while (k < x->n && is_xml_space(s[k])) k++;
+        if (k >= x->n) return 0;
+        if (s[k] == '>' || (s[k] == '/' && k + 1 < x->n && s[k + 1] == '>')) {
+            *closed = s[k] == '/';
+            *i = k + 1 + (size_t)*closed;
+            return 1;
+        }
+        ab = k;
+        while (k < x->n && !is_name_end(s[k])) k++;
+        if (k == ab) return 0;
+        while (k < x->n && is_xml_space(s[k])) k++;
+        if (k >= x->n || s[k] != '=') return 0;
+        k++;
+        while (k < x->n && is_xml_space(s[k])) k++;
+        if (k >= x->n || (s[k] != '"' && s[k] != '\'')) return 0;
+        qe = (const char *)memchr(s + k + 1, s[k], x->n - k - 1);
+        if (!qe) return 0;
+        k = (size_t)(qe - s) + 1;
+    }
+}
+
+/* The content of the <style> element that starts at x->s[*i] (after its start tag), as one
+ * sheet: its text and CDATA sections, and those of the elements it holds, up to its end tag;
+ * comments, processing instructions and declarations left out (character references in the
+ * text are not decoded). Stops silently where the main scan reports an error. */
 static grove_status css_take_sheet(svg_doc *x, size_t *i)
 {
     const char *s = x->s;
     const size_t b = x->css_len;
-    size_t k = *i;
+    size_t k = *i, depth = 0;
     while (k < x->n) {
         const char *lt = (const char *)memchr(s + k, '<', x->n - k);
         const size_t at = lt ? (size_t)(lt - s) : x->n;
+        const char *what;
+        int mk, closed;
         GROVE_TRY(css_text_add(x, s + k, at - k));
         k = at;
-        if (x->n - k >= 9 && memcmp(s + k, "<![CDATA[", 9) == 0) {
-            size_t j = k + 9;
+        if (at >= x->n) break;
+        k++;
+        if (x->n - k >= 8 && memcmp(s + k, "![CDATA[", 8) == 0) {
+            size_t j = k + 8;
             if (!skip_past(x, &j, "]]>")) break;
-            GROVE_TRY(css_text_add(x, s + k + 9, j - 3 - (k + 9)));
+            GROVE_TRY(css_text_add(x, s + k + 8, j - 3 - (k + 8)));
             k = j;
-        } else if (x->n - k >= 4 && memcmp(s + k, "<!--", 4) == 0) {
-            size_t j = k + 4;
-            if (!skip_past(x, &j, "-->")) break;
-            k = j;
-        } else {
-            break;
+            continue;
         }
+        mk = skip_markup(x, &k, &what);
+        if (mk < 0) break;
+        if (mk > 0) continue;
+        if (k < x->n && s[k] == '/') {
+            const char *gt = (const char *)memchr(s + k, '>', x->n - k);
+            if (!gt || depth == 0) {
+                k = gt ? (size_t)(gt - s) + 1 : x->n;
+                break;
+            }
+            depth--;
+            k = (size_t)(gt - s) + 1;
+            continue;
+        }
+        if (k >= x->n || is_name_end(s[k])) break;
+        while (k < x->n && !is_name_end(s[k])) k++;
+        if (!css_skip_tag(x, &k, &closed)) break;
+        if (!closed) depth++;
     }
     *i = k;
     GROVE_TRY(css_grow(x, (void **)&x->css_sheets, &x->css_sheets_cap, x->css_nsheets,
                        sizeof *x->css_sheets));
-    x->css_sheets[x->css_nsheets].b = b;
-    x->css_sheets[x->css_nsheets++].n = x->css_len - b;
+    x->css_sheets[x->css_nsheets].b = (uint32_t)b;
+    x->css_sheets[x->css_nsheets++].n = (uint32_t)(x->css_len - b);
     return GROVE_OK;
 }
 
-/* The sheets' pass: finds every <style> element (any prefix) outside comments, CDATA sections,
- * processing instructions and declarations, and takes its sheet. Reports nothing but running
- * out of memory. */
+/* The sheets' pass: finds every <style> element (any prefix) as the main scan finds elements
+ * (comments, CDATA sections, processing instructions and declarations stepped over, an end tag
+ * ending at its first '>'), and takes its sheet. Reports nothing but running out of memory and
+ * sheets of 4 GiB; stops where the main scan reports an error. */
 static grove_status css_collect(svg_doc *x)
 {
     const char *s = x->s;
     size_t i = 0;
     while (i < x->n) {
         const char *lt = (const char *)memchr(s + i, '<', x->n - i);
-        size_t ne, k;
-        char quote = 0;
         const char *what;
-        int mk;
+        size_t nb;
+        int mk, closed;
         if (!lt) break;
         i = (size_t)(lt - s) + 1;
         mk = skip_markup(x, &i, &what);
         if (mk < 0) break;
         if (mk > 0) continue;
-        if (i >= x->n || s[i] == '/' || is_name_end(s[i])) continue;
-        for (ne = i; ne < x->n && !is_name_end(s[ne]); ne++) {
+        if (i < x->n && s[i] == '/') {
+            const char *gt = (const char *)memchr(s + i, '>', x->n - i);
+            if (!gt) break;
+            i = (size_t)(gt - s) + 1;
+            continue;
         }
-        /* to the end of the tag, quoted values passed over */
-        for (k = ne; k < x->n; k++) {
-            const char c = s[k];
-            if (quote) {
-                if (c == quote) quote = 0;
-            } else if (c == '"' || c == '\'') {
-                quote = c;
-            } else if (c == '>') {
-                break;
-            }
-        }
-        if (k >= x->n) break;
+        if (i >= x->n || is_name_end(s[i])) break;
+        nb = i;
+        while (i < x->n && !is_name_end(s[i])) i++;
         {
-            const int closed = s[k - 1] == '/' && k - 1 >= ne;
-            const int style = local_name_is(s, i, ne, "style");
-            i = k + 1;
+            const int style = local_name_is(s, nb, i, "style");
+            if (!css_skip_tag(x, &i, &closed)) break;
             if (style && !closed) GROVE_TRY(css_take_sheet(x, &i));
         }
     }
     return GROVE_OK;
 }
 
-/* Moves i past t[i..n)'s quoted string, comment or character; a comment is overwritten with
- * fill (blanks in a block, CSS_GAP in a selector). */
+/* Moves i past t[i..n)'s quoted string (which a newline ends, as CSS ends a bad string),
+ * comment or character; a comment is overwritten with fill (blanks in a block, CSS_GAP in a
+ * selector). */
 static size_t css_step(char *t, size_t i, size_t n, char fill)
 {
     const char c = t[i];
     if (c == '"' || c == '\'') {
-        for (i++; i < n && t[i] != c; i++)
+        for (i++; i < n && t[i] != c && t[i] != '\n'; i++)
             if (t[i] == '\\' && i + 1 < n) i++;
-        return i < n ? i + 1 : n;
+        return i < n && t[i] == c ? i + 1 : i;
     }
     if (c == '/' && i + 1 < n && t[i + 1] == '*') {
         size_t j = i + 2;
@@ -1405,73 +1458,116 @@ static size_t css_step(char *t, size_t i, size_t n, char fill)
 /* Whether c is a blank or CSS_GAP (trimmed around a selector). */
 static int css_blank(char c) { return is_xml_space(c) || c == CSS_GAP; }
 
-/* Reads selector t[b..e) into r (type, id, classes pushed to x->css_cls, spec): *ok = 1 for a
- * compound of an optional element name (or '*') and any number of .class and #id parts, 0 for
- * anything else (combinators, attribute selectors, pseudo-classes, escapes, two different
- * ids), which then matches no element. */
-static grove_status css_selector(svg_doc *x, size_t b, size_t e, css_rule *r, int *ok)
+/* Whether c may stand in a selector this reader does not read but CSS may find valid
+ * (combinators, attribute selectors, pseudo-classes and their arguments, namespaces, the
+ * nesting selector, escapes). */
+static int css_other_selector_char(char c)
+{
+    return css_name_char(c) || css_blank(c) || strchr(".#*>+~[]()=:\"'|^$,&\\%", c) != NULL;
+}
+
+/* Reads selector t[b..e): *kind 1 for a compound of an optional element name (or '*') and
+ * any number of .class and #id parts (into r; classes pushed to x->css_cls unless dry), 0 for
+ * one that may be valid CSS but is not read (it matches no element), -1 for one that is not
+ * valid (empty; a class, id or element name that is no identifier; a character no selector
+ * holds), which makes the whole list invalid. */
+static grove_status css_selector(svg_doc *x, size_t b, size_t e, css_rule *r, int dry, int *kind)
 {
     const char *t = x->css_text;
     unsigned ids = 0, classes = 0, type = 0;
+    const size_t b0 = b, ncls0 = x->css_ncls;
     size_t k;
-    *ok = 0;
+    *kind = -1;
     while (b < e && css_blank(t[b])) b++;
     while (e > b && css_blank(t[e - 1])) e--;
     if (b == e) return GROVE_OK;
-    r->type.n = r->id.n = 0;
-    r->cls = x->css_ncls;
-    r->ncls = 0;
+    memset(r, 0, sizeof *r);
+    r->cls = (uint32_t)x->css_ncls;
     k = b;
     if (t[k] == '*') {
         k++;
     } else if (css_name_char(t[k])) {
-        r->type.b = k;
         while (k < e && css_name_char(t[k])) k++;
-        r->type.n = k - r->type.b;
+        if (!css_ident(t, b, k)) return GROVE_OK;
+        r->type.b = (uint32_t)b;
+        r->type.n = (uint32_t)(k - b);
         type = 1;
     }
     while (k < e) {
         const char c = t[k++];
         size_t nb;
         if (c == CSS_GAP) continue;
-        if (c != '.' && c != '#') return GROVE_OK;
+        if (c != '.' && c != '#') goto other;
         nb = k;
         while (k < e && css_name_char(t[k])) k++;
-        if (k == nb) return GROVE_OK;
+        if (k == nb) goto other;
+        if (!css_ident(t, nb, k)) {
+            x->css_ncls = ncls0;
+            return GROVE_OK;
+        }
         if (c == '#') {
-            if (r->id.n && (r->id.n != k - nb || memcmp(t + r->id.b, t + nb, k - nb) != 0))
+            /* two different ids match no element */
+            if (r->id.n && (r->id.n != k - nb || memcmp(t + r->id.b, t + nb, k - nb) != 0)) {
+                x->css_ncls = ncls0;
+                *kind = 0;
                 return GROVE_OK;
-            r->id.b = nb;
-            r->id.n = k - nb;
+            }
+            r->id.b = (uint32_t)nb;
+            r->id.n = (uint32_t)(k - nb);
             ids++;
         } else {
-            GROVE_TRY(css_grow(x, (void **)&x->css_cls, &x->css_cls_cap, x->css_ncls,
-                               sizeof *x->css_cls));
-            x->css_cls[x->css_ncls].b = nb;
-            x->css_cls[x->css_ncls++].n = k - nb;
+            if (!dry) {
+                GROVE_TRY(css_grow(x, (void **)&x->css_cls, &x->css_cls_cap, x->css_ncls,
+                                   sizeof *x->css_cls));
+                x->css_cls[x->css_ncls].b = (uint32_t)nb;
+                x->css_cls[x->css_ncls++].n = (uint32_t)(k - nb);
+            }
             r->ncls++;
             classes++;
         }
     }
     r->spec = (ids > 255 ? 255u : ids) << 16 | (classes > 255 ? 255u : classes) << 8 | type;
-    *ok = 1;
+    *kind = 1;
+    return GROVE_OK;
+other:
+    x->css_ncls = ncls0;
+    for (k = b0; k < e; k++) {
+        if (t[k] == '"' || t[k] == '\'') { /* a string: anything up to its quote */
+            const char q = t[k];
+            for (k++; k < e && t[k] != q; k++)
+                if (t[k] == '\\') k++;
+            continue;
+        }
+        if (!css_other_selector_char(t[k])) return GROVE_OK;
+    }
+    *kind = 0;
     return GROVE_OK;
 }
 
 /* Parses sheet x->css_text[sb .. sb + sn) into rules (after those of the sheets before it).
- * At-rules (@media, @import, ...) are skipped with their blocks; a block left open at the
- * sheet's end ends there. Of a rule, the selectors css_selector reads and the last valid
- * display and visibility declarations (read as a style attribute's: style_decl) are kept. */
+ * At-rules (@media, @import, ...) are skipped with their blocks, and so are the rules and
+ * at-rules nested in a rule's block (their declarations are not the rule's); a block left open
+ * at the sheet's end ends there; <!-- and --> between rules are skipped. Of a rule whose
+ * selector list is valid, the selectors css_selector reads and the last valid display and
+ * visibility declarations (read as a style attribute's: style_decl) are kept. */
 static grove_status css_add_sheet(svg_doc *x, size_t sb, size_t sn)
 {
     char *t = x->css_text + sb;
     const size_t n = sn;
     size_t i = 0;
     while (i < n) {
-        size_t pb, pe, bb, be;
-        int at, depth = 0;
+        size_t pb, pe, bb, be, decl, nest = 0;
+        int at, depth = 0, valid = 1;
         if (is_xml_space(t[i]) || (t[i] == '/' && i + 1 < n && t[i + 1] == '*')) {
             i = css_step(t, i, n, ' ');
+            continue;
+        }
+        if (n - i >= 4 && memcmp(t + i, "<!--", 4) == 0) {
+            i += 4;
+            continue;
+        }
+        if (n - i >= 3 && memcmp(t + i, "-->", 3) == 0) {
+            i += 3;
             continue;
         }
         /* the prelude: up to '{' (or ';', which ends an at-rule without a block) */
@@ -1484,13 +1580,26 @@ static grove_status css_add_sheet(svg_doc *x, size_t sb, size_t sn)
             continue;
         }
         pe = i++;
-        /* the block: up to the matching '}' */
-        bb = i;
+        /* the block, up to the matching '}'; a nested rule or at-rule (from the end of the
+         * declaration before it to its own '}') is blanked and ends a declaration */
+        bb = decl = i;
         while (i < n && !(t[i] == '}' && depth == 0)) {
-            if (t[i] == '{') depth++;
-            if (t[i] == '}') depth--;
-            i = css_step(t, i, n, ' ');
+            if (t[i] == '{') {
+                if (depth++ == 0) nest = decl;
+                i++;
+            } else if (t[i] == '}') {
+                if (--depth == 0) {
+                    memset(t + nest, ' ', i - nest);
+                    t[i] = ';';
+                    decl = i + 1;
+                }
+                i++;
+            } else {
+                if (t[i] == ';' && depth == 0) decl = i + 1;
+                i = css_step(t, i, n, ' ');
+            }
         }
+        if (depth > 0) memset(t + nest, ' ', (i < n ? i : n) - nest);
         be = i < n ? i : n;
         if (i < n) i++;
         if (at) continue;
@@ -1498,27 +1607,34 @@ static grove_status css_add_sheet(svg_doc *x, size_t sb, size_t sn)
             size_t db = 0, de = 0, vb = 0, ve = 0;
             int dimp = 0, vimp = 0, has[2];
             has[0] = style_decl(t + bb, be - bb, "display", 7, &db, &de, display_valid, &dimp);
-            has[1] =
-                style_decl(t + bb, be - bb, "visibility", 10, &vb, &ve, visibility_valid, &vimp);
+            has[1] = style_decl(t + bb, be - bb, "visibility", 10, &vb, &ve, visibility_valid,
+                                &vimp);
             if (!has[0] && !has[1]) continue;
-            /* each selector of the list, split at commas outside parentheses and brackets */
-            for (size_t s0 = pb, k = pb, nest = 0; k <= pe; k++) {
-                css_rule r;
-                int ok;
-                if (k < pe && (t[k] == '(' || t[k] == '[')) nest++;
-                if (k < pe && (t[k] == ')' || t[k] == ']') && nest) nest--;
-                if (k < pe && !(t[k] == ',' && nest == 0)) continue;
-                GROVE_TRY(css_selector(x, sb + s0, sb + k, &r, &ok));
-                s0 = k + 1;
-                if (!ok) continue;
-                for (int p = 0; p < 2; p++) {
-                    if (!has[p]) continue;
-                    GROVE_TRY(css_grow(x, (void **)&x->css_rules, &x->css_rules_cap, x->css_nrules,
-                                       sizeof *x->css_rules));
-                    r.prop = p;
-                    r.val = p == 0 ? is_none(t + bb, db, de) : visibility_of(t + bb, vb, ve);
-                    r.imp = p == 0 ? dimp : vimp;
-                    r.order = x->css_nrules;
+            /* the selectors, split at commas outside parentheses and brackets: first whether
+             * the list is valid, then the rules */
+            for (int pass = 0; pass < 2 && valid; pass++) {
+                for (size_t s0 = pb, k = pb, nst = 0; k <= pe; k++) {
+                    css_rule r;
+                    int kind;
+                    if (k < pe && (t[k] == '(' || t[k] == '[')) nst++;
+                    if (k < pe && (t[k] == ')' || t[k] == ']') && nst) nst--;
+                    if (k < pe && !(t[k] == ',' && nst == 0)) continue;
+                    GROVE_TRY(css_selector(x, sb + s0, sb + k, &r, pass == 0, &kind));
+                    s0 = k + 1;
+                    if (kind < 0) valid = 0;
+                    if (pass == 0 || kind < 1) continue;
+                    if (x->css_nrules >= UINT32_MAX)
+                        return grove__error(x->ctx, GROVE_ERR_LIMIT,
+                                            "%s: the <style> sheets hold too many selectors",
+                                            x->path);
+                    GROVE_TRY(css_grow(x, (void **)&x->css_rules, &x->css_rules_cap,
+                                       x->css_nrules, sizeof *x->css_rules));
+                    for (int p = 0; p < 2; p++) {
+                        r.has[p] = (signed char)has[p];
+                        r.imp[p] = (signed char)(p == 0 ? dimp : vimp);
+                    }
+                    r.val[0] = (signed char)(has[0] ? is_none(t + bb, db, de) : 0);
+                    r.val[1] = (signed char)(has[1] ? visibility_of(t + bb, vb, ve) : 0);
                     x->css_rules[x->css_nrules++] = r;
                 }
             }
@@ -1527,67 +1643,100 @@ static grove_status css_add_sheet(svg_doc *x, size_t sb, size_t sn)
     return GROVE_OK;
 }
 
-/* Index order: by kind and key, then the rule that wins first (!important, more specific,
- * later). */
-static int css_key_cmp(const void *a, const void *b)
+/* Index order: by kind, key and property, then the rule that wins first (!important, more
+ * specific, later). kt: the text the keys point into. */
+static int css_key_cmp_in(const char *kt, const css_key *p, const css_key *q)
 {
-    const css_key *p = (const css_key *)a, *q = (const css_key *)b;
     int c;
     if (p->kind != q->kind) return p->kind < q->kind ? -1 : 1;
     if (p->n != q->n) return p->n < q->n ? -1 : 1;
-    c = memcmp(p->k, q->k, p->n);
+    c = p->n ? memcmp(kt + p->k, kt + q->k, p->n) : 0;
     if (c) return c;
+    if (p->prop != q->prop) return p->prop < q->prop ? -1 : 1;
     if (p->imp != q->imp) return p->imp > q->imp ? -1 : 1;
     if (p->spec != q->spec) return p->spec > q->spec ? -1 : 1;
-    return p->order > q->order ? -1 : p->order < q->order;
+    return p->rule > q->rule ? -1 : p->rule < q->rule;
+}
+
+/* Sorts keys[0..n) by css_key_cmp_in over text kt (a merge sort: qsort takes no context). */
+static void css_sort_keys(const char *kt, css_key *keys, css_key *tmp, size_t n)
+{
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            const size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t a = lo, b = mid, k = lo;
+            while (a < mid && b < hi)
+                tmp[k++] = css_key_cmp_in(kt, &keys[b], &keys[a]) < 0 ? keys[b++] : keys[a++];
+            while (a < mid) tmp[k++] = keys[a++];
+            while (b < hi) tmp[k++] = keys[b++];
+        }
+        memcpy(keys, tmp, n * sizeof *keys);
+    }
 }
 
 /* Collects the sheets, parses them and builds the index (nothing when the file has none). */
 static grove_status css_build(svg_doc *x)
 {
+    size_t nk = 0;
+    css_key *tmp;
     GROVE_TRY(css_collect(x));
     for (size_t k = 0; k < x->css_nsheets; k++)
         GROVE_TRY(css_add_sheet(x, x->css_sheets[k].b, x->css_sheets[k].n));
-    if (!x->css_nrules) return GROVE_OK;
-    x->css_keys = (css_key *)malloc(x->css_nrules * sizeof *x->css_keys);
-    if (!x->css_keys)
+    for (size_t k = 0; k < x->css_nrules; k++)
+        nk += (size_t)x->css_rules[k].has[0] + (size_t)x->css_rules[k].has[1];
+    if (!nk) return GROVE_OK;
+    x->css_keys = (css_key *)malloc(nk * sizeof *x->css_keys);
+    tmp = (css_key *)malloc(nk * sizeof *tmp);
+    if (!x->css_keys || !tmp) {
+        free(tmp);
         return grove__error(x->ctx, GROVE_ERR_OUT_OF_MEMORY,
                             "%s: out of memory for the style sheets' rules", x->path);
+    }
+    x->css_nkeys = 0;
     for (size_t k = 0; k < x->css_nrules; k++) {
         const css_rule *r = &x->css_rules[k];
-        css_key *y = &x->css_keys[k];
         const css_span *key = r->id.n ? &r->id : r->ncls ? &x->css_cls[r->cls] : &r->type;
-        y->kind = r->id.n ? 0 : r->ncls ? 1 : r->type.n ? 2 : 3;
-        y->k = x->css_text + key->b;
-        y->n = y->kind == 3 ? 0 : key->n;
-        y->rule = k;
-        y->order = r->order;
-        y->spec = r->spec;
-        y->imp = r->imp;
+        for (int p = 0; p < 2; p++) {
+            css_key *y;
+            if (!r->has[p]) continue;
+            y = &x->css_keys[x->css_nkeys++];
+            y->kind = (unsigned char)(r->id.n ? 0 : r->ncls ? 1 : r->type.n ? 2 : 3);
+            y->k = y->kind == 3 ? 0 : key->b;
+            y->n = y->kind == 3 ? 0 : key->n;
+            y->rule = (uint32_t)k;
+            y->spec = r->spec;
+            y->prop = (unsigned char)p;
+            y->imp = (unsigned char)r->imp[p];
+        }
     }
-    qsort(x->css_keys, x->css_nrules, sizeof *x->css_keys, css_key_cmp);
+    css_sort_keys(x->css_text, x->css_keys, tmp, x->css_nkeys);
+    free(tmp);
     return GROVE_OK;
 }
 
-/* Whether class list cls[0..cn) (names separated by blanks) holds name[0..n). */
-static int css_has_class(const char *cls, size_t cn, const char *name, size_t n)
+/* The element a rule is tried against: its local name, id (NULL: none) and its classes as
+ * sorted, distinct spans of cls (x->css_tok[0 .. ntok)). */
+typedef struct css_elem {
+    const char *name, *id, *cls;
+    size_t nn, idn, ntok;
+} css_elem;
+
+/* Whether class t[b..b+n) is among the element's (binary search of its sorted classes). */
+static int css_elem_has(const svg_doc *x, const css_elem *el, const char *c, size_t n)
 {
-    for (size_t k = 0; k < cn;) {
-        size_t e;
-        while (k < cn && is_xml_space(cls[k])) k++;
-        for (e = k; e < cn && !is_xml_space(cls[e]); e++) {
-        }
-        if (e - k == n && memcmp(cls + k, name, n) == 0) return 1;
-        k = e;
+    size_t lo = 0, hi = el->ntok;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2;
+        const css_span *s = &x->css_tok[mid];
+        int d = s->n != n ? (s->n < n ? -1 : 1) : memcmp(el->cls + s->b, c, n);
+        if (d == 0) return 1;
+        if (d < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return 0;
 }
-
-/* The element a rule is tried against: its local name, id (NULL: none) and class list. */
-typedef struct css_elem {
-    const char *name, *id, *cls;
-    size_t nn, idn, cn;
-} css_elem;
 
 /* Whether rule r matches element el. */
 static int css_rule_matches(const svg_doc *x, const css_rule *r, const css_elem *el)
@@ -1597,41 +1746,41 @@ static int css_rule_matches(const svg_doc *x, const css_rule *r, const css_elem 
         return 0;
     if (r->id.n && (!el->id || r->id.n != el->idn || memcmp(t + r->id.b, el->id, el->idn) != 0))
         return 0;
-    for (size_t c = 0; c < r->ncls; c++) {
+    for (uint32_t c = 0; c < r->ncls; c++) {
         const css_span *sp = &x->css_cls[r->cls + c];
-        if (!css_has_class(el->cls, el->cn, t + sp->b, sp->n)) return 0;
+        if (!css_elem_has(x, el, t + sp->b, sp->n)) return 0;
     }
     return 1;
 }
 
-/* Tries the rules under key (kind, k[0..n)) in their order of precedence, keeping in best[p]
- * the winning rule of property p so far (SIZE_MAX: none): the first that matches, of each
- * property, against best[p] by precedence. tag: the element's, for the LIMIT error. */
+/* Tries the rules that set property p under key (kind, k[0..n)) in their order of precedence:
+ * the first that matches element el, against best[p] (SIZE_MAX: none yet), by precedence.
+ * tag: the element's, for the LIMIT error. */
 static grove_status css_try_key(svg_doc *x, size_t tag, int kind, const char *k, size_t n,
-                                const css_elem *el, size_t *best)
+                                int p, const css_elem *el, size_t *best)
 {
-    size_t lo = 0, hi = x->css_nrules;
-    int done[2] = {0, 0};
-    css_key probe;
-    probe.kind = kind;
-    probe.k = k;
-    probe.n = n;
-    probe.imp = 2; /* before every rule of the key */
-    probe.spec = 0;
-    probe.order = 0;
+    const char *kt = x->css_text;
+    size_t lo = 0, hi = x->css_nkeys;
     while (lo < hi) {
+        /* the first entry of (kind, key, p) */
         const size_t mid = lo + (hi - lo) / 2;
-        if (css_key_cmp(&x->css_keys[mid], &probe) < 0)
+        const css_key *y = &x->css_keys[mid];
+        int c = y->kind != kind ? (y->kind < kind ? -1 : 1)
+                : y->n != n     ? (y->n < n ? -1 : 1)
+                : n             ? memcmp(kt + y->k, k, n)
+                                : 0;
+        if (c == 0) c = y->prop != p ? (y->prop < p ? -1 : 1) : 1;
+        if (c < 0)
             lo = mid + 1;
         else
             hi = mid;
     }
-    for (size_t j = lo; j < x->css_nrules && !(done[0] && done[1]); j++) {
+    for (size_t j = lo; j < x->css_nkeys; j++) {
         const css_key *y = &x->css_keys[j];
         const css_rule *r;
-        if (y->kind != kind || y->n != n || memcmp(y->k, k, n) != 0) break;
+        if (y->kind != kind || y->n != n || y->prop != p || (n && memcmp(kt + y->k, k, n) != 0))
+            break;
         r = &x->css_rules[y->rule];
-        if (done[r->prop]) continue;
         x->css_work += 1 + r->ncls;
         if (x->css_work > SVG_CSS_WORK(x->n))
             return grove__error(x->ctx, GROVE_ERR_LIMIT,
@@ -1640,29 +1789,52 @@ static grove_status css_try_key(svg_doc *x, size_t tag, int kind, const char *k,
                                 "name that ask for more than the elements have)",
                                 x->path, line_of(x, tag), SVG_CSS_WORK(x->n));
         if (!css_rule_matches(x, r, el)) continue;
-        done[r->prop] = 1;
-        if (best[r->prop] == SIZE_MAX) {
-            best[r->prop] = y->rule;
+        if (best[p] == SIZE_MAX) {
+            best[p] = y->rule;
         } else {
-            const css_rule *o = &x->css_rules[best[r->prop]];
-            if (r->imp > o->imp ||
-                (r->imp == o->imp &&
-                 (r->spec > o->spec || (r->spec == o->spec && r->order > o->order))))
-                best[r->prop] = y->rule;
+            const css_rule *o = &x->css_rules[best[p]];
+            if (r->imp[p] > o->imp[p] ||
+                (r->imp[p] == o->imp[p] &&
+                 (r->spec > o->spec || (r->spec == o->spec && y->rule > best[p]))))
+                best[p] = y->rule;
         }
+        break;
     }
     return GROVE_OK;
 }
 
-/* The sheets' winning declarations for the element whose tag starts at x->s[tag]: found[p]
- * (p 0 display, 1 visibility) with val[p] and imp[p]. Its id and class attributes are decoded
- * here (x->val is overwritten). */
+/* Decodes attribute a into x->val without reporting: 1 with *len, 0 when it does not decode
+ * (the main scan reports that where it reads the attribute; nothing is reported here, and the
+ * context's message is kept). Running out of memory is reported. */
+static grove_status css_decode_quiet(svg_doc *x, const attr_span *a, size_t *len, int *ok)
+{
+    char saved[sizeof x->ctx->err];
+    grove_status st;
+    if (x->ctx) memcpy(saved, x->ctx->err, sizeof saved);
+    st = decode_value(x, a->b, a->e, len);
+    *ok = st == GROVE_OK;
+    if (st == GROVE_ERR_OUT_OF_MEMORY) return st;
+    if (st != GROVE_OK && x->ctx) memcpy(x->ctx->err, saved, sizeof saved);
+    return GROVE_OK;
+}
+
+/* Class spans sorted by length, then bytes of x->val. */
+static int css_tok_cmp_in(const char *v, const css_span *a, const css_span *b)
+{
+    if (a->n != b->n) return a->n < b->n ? -1 : 1;
+    return memcmp(v + a->b, v + b->b, a->n);
+}
+
+/* The sheets' winning declarations for the element whose tag starts at x->s[tag] (name
+ * x->s[nb..ne), attributes at): found[p] (p 0 display, 1 visibility) with val[p] and imp[p].
+ * Its id and class attributes are decoded here (x->val is overwritten); one that does not
+ * decode counts as absent. */
 static grove_status css_match(svg_doc *x, size_t tag, size_t nb, size_t ne, const attr_span *at,
                               int *found, int *val, int *imp)
 {
     css_elem el;
     size_t best[2] = {SIZE_MAX, SIZE_MAX}, len;
-    grove_status st = GROVE_OK;
+    int ok;
     found[0] = found[1] = 0;
     for (size_t j = ne; j > nb; j--)
         if (x->s[j - 1] == ':') {
@@ -1672,44 +1844,85 @@ static grove_status css_match(svg_doc *x, size_t tag, size_t nb, size_t ne, cons
     el.name = x->s + nb;
     el.nn = ne - nb;
     el.id = el.cls = NULL;
-    el.idn = el.cn = 0;
+    el.idn = el.ntok = 0;
     if (at[A_ID].has) {
-        GROVE_TRY(decode_value(x, at[A_ID].b, at[A_ID].e, &len));
-        if (len >= x->css_id_cap) {
-            char *p = (char *)realloc(x->css_id, len + 1);
-            if (!p)
-                return grove__error(x->ctx, GROVE_ERR_OUT_OF_MEMORY, "%s: out of memory for an id",
-                                    x->path);
-            x->css_id = p;
-            x->css_id_cap = len + 1;
+        GROVE_TRY(css_decode_quiet(x, &at[A_ID], &len, &ok));
+        if (ok) {
+            if (len >= x->css_id_cap) {
+                char *p = (char *)realloc(x->css_id, len + 1);
+                if (!p)
+                    return grove__error(x->ctx, GROVE_ERR_OUT_OF_MEMORY,
+                                        "%s: out of memory for an id", x->path);
+                x->css_id = p;
+                x->css_id_cap = len + 1;
+            }
+            memcpy(x->css_id, x->val, len + 1);
+            el.id = x->css_id;
+            el.idn = len;
         }
-        memcpy(x->css_id, x->val, len + 1);
-        el.id = x->css_id;
-        el.idn = len;
     }
     if (at[A_CLASS].has) {
-        st = decode_value(x, at[A_CLASS].b, at[A_CLASS].e, &len);
-        el.cls = x->val;
-        el.cn = len;
-    }
-    if (st == GROVE_OK && el.id) st = css_try_key(x, tag, 0, el.id, el.idn, &el, best);
-    for (size_t k = 0; st == GROVE_OK && k < el.cn;) {
-        size_t e;
-        while (k < el.cn && is_xml_space(el.cls[k])) k++;
-        for (e = k; e < el.cn && !is_xml_space(el.cls[e]); e++) {
+        GROVE_TRY(css_decode_quiet(x, &at[A_CLASS], &len, &ok));
+        if (ok && len <= (size_t)UINT32_MAX) {
+            /* the classes, sorted and distinct (insertion into a sorted array would be
+             * quadratic in their number: sort once) */
+            size_t nt = 0;
+            el.cls = x->val;
+            for (size_t k = 0; k < len;) {
+                size_t e;
+                while (k < len && is_xml_space(el.cls[k])) k++;
+                for (e = k; e < len && !is_xml_space(el.cls[e]); e++) {
+                }
+                if (e > k) {
+                    GROVE_TRY(css_grow(x, (void **)&x->css_tok, &x->css_tok_cap, nt,
+                                       sizeof *x->css_tok));
+                    x->css_tok[nt].b = (uint32_t)k;
+                    x->css_tok[nt++].n = (uint32_t)(e - k);
+                }
+                k = e;
+            }
+            if (nt > 1) {
+                /* a merge sort over el.cls (no context for qsort) */
+                css_span *a = x->css_tok, *tmp;
+                GROVE_TRY(css_grow(x, (void **)&x->css_tok, &x->css_tok_cap, 2 * nt,
+                                   sizeof *x->css_tok));
+                a = x->css_tok;
+                tmp = a + nt;
+                for (size_t w = 1; w < nt; w *= 2) {
+                    for (size_t lo = 0; lo < nt; lo += 2 * w) {
+                        const size_t mid = lo + w < nt ? lo + w : nt;
+                        const size_t hi = lo + 2 * w < nt ? lo + 2 * w : nt;
+                        size_t p = lo, q = mid, k = lo;
+                        while (p < mid && q < hi)
+                            tmp[k++] = css_tok_cmp_in(el.cls, &a[q], &a[p]) < 0 ? a[q++] : a[p++];
+                        while (p < mid) tmp[k++] = a[p++];
+                        while (q < hi) tmp[k++] = a[q++];
+                    }
+                    memcpy(a, tmp, nt * sizeof *a);
+                }
+                {
+                    size_t d = 1;
+                    for (size_t k = 1; k < nt; k++)
+                        if (css_tok_cmp_in(el.cls, &a[k], &a[d - 1]) != 0) a[d++] = a[k];
+                    nt = d;
+                }
+            }
+            el.ntok = nt;
         }
-        if (e > k) st = css_try_key(x, tag, 1, el.cls + k, e - k, &el, best);
-        k = e;
     }
-    if (st == GROVE_OK) st = css_try_key(x, tag, 2, el.name, el.nn, &el, best);
-    if (st == GROVE_OK) st = css_try_key(x, tag, 3, "", 0, &el, best);
-    GROVE_TRY(st);
-    for (int p = 0; p < 2; p++)
+    for (int p = 0; p < 2; p++) {
+        if (el.id) GROVE_TRY(css_try_key(x, tag, 0, el.id, el.idn, p, &el, best));
+        for (size_t k = 0; k < el.ntok; k++)
+            GROVE_TRY(css_try_key(x, tag, 1, el.cls + x->css_tok[k].b, x->css_tok[k].n, p, &el,
+                                  best));
+        GROVE_TRY(css_try_key(x, tag, 2, el.name, el.nn, p, &el, best));
+        GROVE_TRY(css_try_key(x, tag, 3, "", 0, p, &el, best));
         if (best[p] != SIZE_MAX) {
             found[p] = 1;
-            val[p] = x->css_rules[best[p]].val;
-            imp[p] = x->css_rules[best[p]].imp;
+            val[p] = x->css_rules[best[p]].val[p];
+            imp[p] = x->css_rules[best[p]].imp[p];
         }
+    }
     return GROVE_OK;
 }
 
@@ -2395,6 +2608,7 @@ grove_status grove__bz_read_svg(grove__rd *r, grove__bz_sink *sink)
     free(x.css_rules);
     free(x.css_cls);
     free(x.css_keys);
+    free(x.css_tok);
     free(x.css_id);
     return st;
 }
