@@ -1557,8 +1557,8 @@ static void test_svg_style_sheets(void)
          * outer rule's declarations; one invalid selector drops the whole list (an empty one, a
          * stray character, a class or id that is no identifier); display's multi-keyword
          * grammar; a string left open ends at its line; <!-- and --> between rules; a sheet is
-         * the style element's text, past a processing instruction or a child element; revert
-         * is inherit for visibility */
+         * the style element's own text, past a processing instruction or a child element (whose
+         * text is not the sheet's); revert is inherit for visibility */
         const int d2[] = {1};
         const double c2[] = {0, 0, 2, 2, 0, 0, 0, 0};
         const double c25[] = {0, 0, 2, 2, 0, 0, 0, 0, 0, 0, 5, 5, 0, 0, 0, 0};
@@ -1597,9 +1597,9 @@ static void test_svg_style_sheets(void)
                "<path class='a' d='M0 0 L1 1'/><path d='M0 0 L2 2'/></svg>",
                GROVE_CURVES_SVG, 1, d2, c2, 0);
         CURVES("rv_child_text.svg",
-               "<svg><style><?x y?>.a{display:none}</style><style>.c{}<x>.d{}</x>.b{display:none}"
-               "</style><path class='a' d='M0 0 L1 1'/><path class='b' d='M0 0 L3 3'/>"
-               "<path d='M0 0 L2 2'/></svg>",
+               "<svg><style><?x y?>.a{display:none}</style><style>.c{}<x>.e{display:none}</x>"
+               ".b{display:none}</style><path class='a' d='M0 0 L1 1'/>"
+               "<path class='b' d='M0 0 L3 3'/><path class='e' d='M0 0 L2 2'/></svg>",
                GROVE_CURVES_SVG, 1, d2, c2, 0);
         CURVES("rv_vis_revert.svg",
                "<svg><style>.a{visibility:hidden} .a{visibility:revert}</style>"

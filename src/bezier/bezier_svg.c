@@ -1348,8 +1348,8 @@ static int css_skip_tag(const svg_doc *x, size_t *i, int *closed)
 }
 
 /* The content of the <style> element that starts at x->s[*i] (after its start tag), as one
- * sheet: its text and CDATA sections, and those of the elements it holds, up to its end tag;
- * comments, processing instructions and declarations left out (character references in the
+ * sheet: its child text and CDATA sections up to its end tag (not those of elements inside it;
+ * comments, processing instructions and declarations left out; character references in the
  * text are not decoded). Stops silently where the main scan reports an error. */
 static grove_status css_take_sheet(svg_doc *x, size_t *i)
 {
@@ -1361,14 +1361,14 @@ static grove_status css_take_sheet(svg_doc *x, size_t *i)
         const size_t at = lt ? (size_t)(lt - s) : x->n;
         const char *what;
         int mk, closed;
-        GROVE_TRY(css_text_add(x, s + k, at - k));
+        if (depth == 0) GROVE_TRY(css_text_add(x, s + k, at - k));
         k = at;
         if (at >= x->n) break;
         k++;
         if (x->n - k >= 8 && memcmp(s + k, "![CDATA[", 8) == 0) {
             size_t j = k + 8;
             if (!skip_past(x, &j, "]]>")) break;
-            GROVE_TRY(css_text_add(x, s + k + 8, j - 3 - (k + 8)));
+            if (depth == 0) GROVE_TRY(css_text_add(x, s + k + 8, j - 3 - (k + 8)));
             k = j;
             continue;
         }
