@@ -1632,6 +1632,14 @@ static void test_svg_style_sheets(void)
                "<path class='b' d='M0 0 L1 1'/><path d='M0 0 L2 2'/></svg>",
                GROVE_CURVES_SVG, 1, d2, c2, 0);
     }
+    {
+        /* empty sheets (found by fuzzing: the sheets' text was still NULL) */
+        const int d[] = {1};
+        const double c[] = {0, 0, 1, 1, 0, 0, 0, 0};
+        CURVES("st_empty.svg",
+               "<svg><style></style><style><!-- --></style><path d='M0 0 L1 1'/></svg>",
+               GROVE_CURVES_SVG, 1, d, c, 0);
+    }
     /* errors come as without a sheet: the sheets' pass reports nothing ... */
     BAD("st_err_order.svg", "<svg><style/><path d='M0 0 Q'/>\n<path d='M0' x=1/></svg>",
         GROVE_CURVES_SVG, GROVE_ERR_BAD_INPUT, "st_err_order.svg:1: path 0: 'Q' needs 4", NULL);

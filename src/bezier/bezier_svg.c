@@ -1552,9 +1552,11 @@ other:
  * visibility declarations (read as a style attribute's: style_decl) are kept. */
 static grove_status css_add_sheet(svg_doc *x, size_t sb, size_t sn)
 {
-    char *t = x->css_text + sb;
+    char *t;
     const size_t n = sn;
     size_t i = 0;
+    if (n == 0) return GROVE_OK; /* css_text may still be NULL */
+    t = x->css_text + sb;
     while (i < n) {
         size_t pb, pe, bb, be, decl, nest = 0;
         int at, depth = 0, valid = 1;
