@@ -1151,6 +1151,41 @@ static int style_decl(char *v, size_t len, const char *prop, size_t plen, size_t
     return got;
 }
 
+/* The next part of a start tag at x->s[*i] (after its name or an attribute): TAG_END at '>' and
+ * TAG_CLOSED at "/>" (*i past them), TAG_ATTR for an attribute name="value" (the name
+ * x->s[*ab..*ae), the value x->s[*vb..*ve) without its quotes, *i past the closing quote), or
+ * what is wrong: TAG_EOF (the file ends in the tag), TAG_NO_EQ (no name, or no '=' after it),
+ * TAG_UNQUOTED (the value is not quoted), TAG_OPEN_QUOTE (no closing quote); *ab and *ae are
+ * set for the last three. read_attrs reports these; the sheets' pass stops at them. */
+enum { TAG_END, TAG_CLOSED, TAG_ATTR, TAG_EOF, TAG_NO_EQ, TAG_UNQUOTED, TAG_OPEN_QUOTE };
+static int tag_next(const svg_doc *x, size_t *i, size_t *ab, size_t *ae, size_t *vb, size_t *ve)
+{
+    const char *s = x->s;
+    const char *qe;
+    size_t k = *i;
+    while (k < x->n && is_xml_space(s[k])) k++;
+    if (k >= x->n) return TAG_EOF;
+    if (s[k] == '>' || (s[k] == '/' && k + 1 < x->n && s[k + 1] == '>')) {
+        const int closed = s[k] == '/';
+        *i = k + 1 + (size_t)closed;
+        return closed ? TAG_CLOSED : TAG_END;
+    }
+    *ab = k;
+    while (k < x->n && !is_name_end(s[k])) k++;
+    *ae = k;
+    while (k < x->n && is_xml_space(s[k])) k++;
+    if (*ae == *ab || k >= x->n || s[k] != '=') return TAG_NO_EQ;
+    k++;
+    while (k < x->n && is_xml_space(s[k])) k++;
+    if (k >= x->n || (s[k] != '"' && s[k] != '\'')) return TAG_UNQUOTED;
+    qe = (const char *)memchr(s + k + 1, s[k], x->n - k - 1);
+    if (!qe) return TAG_OPEN_QUOTE;
+    *vb = k + 1;
+    *ve = (size_t)(qe - s);
+    *i = *ve + 1;
+    return TAG_ATTR;
+}
+
 /* ---- <style> sheets (display and visibility) ----
  * The sheets are collected by a pass of their own (css_collect), which reports nothing: it
  * reads tags as the main scan does and stops where the main scan will report an error. Their
@@ -1278,28 +1313,6 @@ static int css_ident(const char *t, size_t b, size_t e)
  * descendant combinator (.a/ * * /.b is .a.b). */
 #define CSS_GAP '\x01'
 
-/* Appends n bytes to x->css_text. */
-static grove_status css_text_add(svg_doc *x, const char *p, size_t n)
-{
-    if (n == 0) return GROVE_OK;
-    if (n >= (size_t)UINT32_MAX - x->css_len)
-        return grove__error(x->ctx, GROVE_ERR_LIMIT, "%s: the <style> sheets hold 4 GiB or more",
-                            x->path);
-    if (n > x->css_cap - x->css_len) {
-        size_t nc = x->css_cap ? x->css_cap : 256;
-        while (nc - x->css_len < n) nc *= 2;
-        char *t = (char *)realloc(x->css_text, nc);
-        if (!t)
-            return grove__error(x->ctx, GROVE_ERR_OUT_OF_MEMORY,
-                                "%s: out of memory for the style sheets", x->path);
-        x->css_text = t;
-        x->css_cap = nc;
-    }
-    memcpy(x->css_text + x->css_len, p, n);
-    x->css_len += n;
-    return GROVE_OK;
-}
-
 /* Grows array *a of *cap elements of size sz so that it holds at least n + 1. */
 static grove_status css_grow(svg_doc *x, void **a, size_t *cap, size_t n, size_t sz)
 {
@@ -1310,41 +1323,36 @@ static grove_status css_grow(svg_doc *x, void **a, size_t *cap, size_t n, size_t
     p = nc > n && nc <= SIZE_MAX / sz ? realloc(*a, nc * sz) : NULL;
     if (!p)
         return grove__error(x->ctx, GROVE_ERR_OUT_OF_MEMORY,
-                            "%s: out of memory for the style sheets' rules", x->path);
+                            "%s: out of memory for the style sheets", x->path);
     *a = p;
     *cap = nc;
     return GROVE_OK;
 }
 
+/* Appends n bytes to x->css_text. */
+static grove_status css_text_add(svg_doc *x, const char *p, size_t n)
+{
+    if (n == 0) return GROVE_OK;
+    if (n >= (size_t)UINT32_MAX - x->css_len)
+        return grove__error(x->ctx, GROVE_ERR_LIMIT, "%s: the <style> sheets hold 4 GiB or more",
+                            x->path);
+    GROVE_TRY(css_grow(x, (void **)&x->css_text, &x->css_cap, x->css_len + n - 1, 1));
+    memcpy(x->css_text + x->css_len, p, n);
+    x->css_len += n;
+    return GROVE_OK;
+}
+
 /* The attributes of the start tag whose name ends at x->s[*i], read as read_attrs reads them
- * (name, '=', a quoted value), to the end of the tag: 1 with *i past it and *closed for "/>",
- * 0 where read_attrs reports an error (nothing is reported here). */
+ * (tag_next), to the end of the tag: 1 with *i past it and *closed for "/>", 0 where read_attrs
+ * reports an error (nothing is reported here). */
 static int css_skip_tag(const svg_doc *x, size_t *i, int *closed)
 {
-    const char *s = x->s;
-    size_t k = *i;
-    for (;;) {
-        const char *qe;
-        size_t ab;
-        while (k < x->n && is_xml_space(s[k])) k++;
-        if (k >= x->n) return 0;
-        if (s[k] == '>' || (s[k] == '/' && k + 1 < x->n && s[k + 1] == '>')) {
-            *closed = s[k] == '/';
-            *i = k + 1 + (size_t)*closed;
-            return 1;
-        }
-        ab = k;
-        while (k < x->n && !is_name_end(s[k])) k++;
-        if (k == ab) return 0;
-        while (k < x->n && is_xml_space(s[k])) k++;
-        if (k >= x->n || s[k] != '=') return 0;
-        k++;
-        while (k < x->n && is_xml_space(s[k])) k++;
-        if (k >= x->n || (s[k] != '"' && s[k] != '\'')) return 0;
-        qe = (const char *)memchr(s + k + 1, s[k], x->n - k - 1);
-        if (!qe) return 0;
-        k = (size_t)(qe - s) + 1;
+    size_t ab, ae, vb, ve;
+    int t;
+    while ((t = tag_next(x, i, &ab, &ae, &vb, &ve)) == TAG_ATTR) {
     }
+    *closed = t == TAG_CLOSED;
+    return t == TAG_END || t == TAG_CLOSED;
 }
 
 /* The content of the <style> element that starts at x->s[*i] (after its start tag), as one
@@ -1645,10 +1653,34 @@ static grove_status css_add_sheet(svg_doc *x, size_t sb, size_t sn)
     return GROVE_OK;
 }
 
-/* Index order: by kind, key and property, then the rule that wins first (!important, more
- * specific, later). kt: the text the keys point into. */
-static int css_key_cmp_in(const char *kt, const css_key *p, const css_key *q)
+/* Sorts a[0..n) (elements of sz bytes; tmp has room for n) by cmp(ctx, p, q), stably: a
+ * merge sort, since qsort takes no context (the rule index and an element's classes). */
+static void css_msort(void *a, void *tmp, size_t n, size_t sz,
+                      int (*cmp)(const void *ctx, const void *p, const void *q), const void *ctx)
 {
+    char *const A = (char *)a, *const T = (char *)tmp;
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            const size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t p = lo, q = mid, k = lo;
+            while (p < mid && q < hi) {
+                const size_t from = cmp(ctx, A + q * sz, A + p * sz) < 0 ? q++ : p++;
+                memcpy(T + k++ * sz, A + from * sz, sz);
+            }
+            memcpy(T + k * sz, A + p * sz, (mid - p) * sz);
+            k += mid - p;
+            memcpy(T + k * sz, A + q * sz, (hi - q) * sz);
+        }
+        memcpy(A, T, n * sz);
+    }
+}
+
+/* Index order: by kind, key and property, then the rule that wins first (!important, more
+ * specific, later). ctx: the text the keys point into. */
+static int css_key_cmp(const void *ctx, const void *a, const void *b)
+{
+    const char *kt = (const char *)ctx;
+    const css_key *p = (const css_key *)a, *q = (const css_key *)b;
     int c;
     if (p->kind != q->kind) return p->kind < q->kind ? -1 : 1;
     if (p->n != q->n) return p->n < q->n ? -1 : 1;
@@ -1658,22 +1690,6 @@ static int css_key_cmp_in(const char *kt, const css_key *p, const css_key *q)
     if (p->imp != q->imp) return p->imp > q->imp ? -1 : 1;
     if (p->spec != q->spec) return p->spec > q->spec ? -1 : 1;
     return p->rule > q->rule ? -1 : p->rule < q->rule;
-}
-
-/* Sorts keys[0..n) by css_key_cmp_in over text kt (a merge sort: qsort takes no context). */
-static void css_sort_keys(const char *kt, css_key *keys, css_key *tmp, size_t n)
-{
-    for (size_t w = 1; w < n; w *= 2) {
-        for (size_t lo = 0; lo < n; lo += 2 * w) {
-            const size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            size_t a = lo, b = mid, k = lo;
-            while (a < mid && b < hi)
-                tmp[k++] = css_key_cmp_in(kt, &keys[b], &keys[a]) < 0 ? keys[b++] : keys[a++];
-            while (a < mid) tmp[k++] = keys[a++];
-            while (b < hi) tmp[k++] = keys[b++];
-        }
-        memcpy(keys, tmp, n * sizeof *keys);
-    }
 }
 
 /* Collects the sheets, parses them and builds the index (nothing when the file has none). */
@@ -1692,7 +1708,7 @@ static grove_status css_build(svg_doc *x)
     if (!x->css_keys || !tmp) {
         free(tmp);
         return grove__error(x->ctx, GROVE_ERR_OUT_OF_MEMORY,
-                            "%s: out of memory for the style sheets' rules", x->path);
+                            "%s: out of memory for the style sheets", x->path);
     }
     x->css_nkeys = 0;
     for (size_t k = 0; k < x->css_nrules; k++) {
@@ -1711,7 +1727,7 @@ static grove_status css_build(svg_doc *x)
             y->imp = (unsigned char)r->imp[p];
         }
     }
-    css_sort_keys(x->css_text, x->css_keys, tmp, x->css_nkeys);
+    css_msort(x->css_keys, tmp, x->css_nkeys, sizeof *tmp, css_key_cmp, x->css_text);
     free(tmp);
     return GROVE_OK;
 }
@@ -1820,9 +1836,11 @@ static grove_status css_decode_quiet(svg_doc *x, const attr_span *a, size_t *len
     return GROVE_OK;
 }
 
-/* Class spans sorted by length, then bytes of x->val. */
-static int css_tok_cmp_in(const char *v, const css_span *a, const css_span *b)
+/* Class spans sorted by length, then bytes of ctx (x->val). */
+static int css_tok_cmp(const void *ctx, const void *pa, const void *pb)
 {
+    const char *v = (const char *)ctx;
+    const css_span *a = (const css_span *)pa, *b = (const css_span *)pb;
     if (a->n != b->n) return a->n < b->n ? -1 : 1;
     return memcmp(v + a->b, v + b->b, a->n);
 }
@@ -1884,30 +1902,16 @@ static grove_status css_match(svg_doc *x, size_t tag, size_t nb, size_t ne, cons
                 k = e;
             }
             if (nt > 1) {
-                /* a merge sort over el.cls (no context for qsort) */
-                css_span *a = x->css_tok, *tmp;
+                /* sorted (the second half of css_tok is the sort's room), then distinct */
+                css_span *a;
+                size_t d = 1;
                 GROVE_TRY(css_grow(x, (void **)&x->css_tok, &x->css_tok_cap, 2 * nt,
                                    sizeof *x->css_tok));
                 a = x->css_tok;
-                tmp = a + nt;
-                for (size_t w = 1; w < nt; w *= 2) {
-                    for (size_t lo = 0; lo < nt; lo += 2 * w) {
-                        const size_t mid = lo + w < nt ? lo + w : nt;
-                        const size_t hi = lo + 2 * w < nt ? lo + 2 * w : nt;
-                        size_t p = lo, q = mid, k = lo;
-                        while (p < mid && q < hi)
-                            tmp[k++] = css_tok_cmp_in(el.cls, &a[q], &a[p]) < 0 ? a[q++] : a[p++];
-                        while (p < mid) tmp[k++] = a[p++];
-                        while (q < hi) tmp[k++] = a[q++];
-                    }
-                    memcpy(a, tmp, nt * sizeof *a);
-                }
-                {
-                    size_t d = 1;
-                    for (size_t k = 1; k < nt; k++)
-                        if (css_tok_cmp_in(el.cls, &a[k], &a[d - 1]) != 0) a[d++] = a[k];
-                    nt = d;
-                }
+                css_msort(a, a + nt, nt, sizeof *a, css_tok_cmp, el.cls);
+                for (size_t k = 1; k < nt; k++)
+                    if (css_tok_cmp(el.cls, &a[k], &a[d - 1]) != 0) a[d++] = a[k];
+                nt = d;
             }
             el.ntok = nt;
         }
@@ -1960,66 +1964,47 @@ static grove_status read_attrs(svg_doc *x, size_t *i, size_t lt, const char *nam
     memset(at, 0, A_COUNT * sizeof *at);
     *closed = 0;
     for (;;) {
-        size_t ab, ae, lb;
-        char quote;
-        while (*i < x->n && is_xml_space(s[*i])) (*i)++;
-        if (*i >= x->n) return svg_bad(x, lt, "unterminated tag");
-        if (s[*i] == '>') {
-            (*i)++;
-            return GROVE_OK;
-        }
-        if (s[*i] == '/' && *i + 1 < x->n && s[*i + 1] == '>') {
-            *i += 2;
+        size_t ab = 0, ae = 0, vb = 0, ve = 0, lb;
+        const int t = tag_next(x, i, &ab, &ae, &vb, &ve);
+        if (t == TAG_END) return GROVE_OK;
+        if (t == TAG_CLOSED) {
             *closed = 1;
             return GROVE_OK;
         }
-        ab = *i;
-        while (*i < x->n && !is_name_end(s[*i])) (*i)++;
-        ae = *i;
-        while (*i < x->n && is_xml_space(s[*i])) (*i)++;
-        if (ae == ab || *i >= x->n || s[*i] != '=') {
+        if (t == TAG_EOF) return svg_bad(x, lt, "unterminated tag");
+        if (t == TAG_NO_EQ) {
             grove__quote(q, sizeof q, s + ab, ae > ab ? ae - ab : 1);
             snprintf(msg, sizeof msg, "<%s>: malformed attribute '%s' (want name=\"value\")",
                      name, q);
             return svg_bad(x, ab, msg);
         }
-        (*i)++;
-        while (*i < x->n && is_xml_space(s[*i])) (*i)++;
-        if (*i >= x->n || (s[*i] != '"' && s[*i] != '\'')) {
+        if (t != TAG_ATTR) {
             grove__quote(q, sizeof q, s + ab, ae - ab);
-            snprintf(msg, sizeof msg, "<%s>: the value of attribute '%s' is not quoted", name,
-                     q);
+            if (t == TAG_UNQUOTED)
+                snprintf(msg, sizeof msg, "<%s>: the value of attribute '%s' is not quoted", name,
+                         q);
+            else
+                snprintf(msg, sizeof msg, "<%s>: attribute '%s' has no closing quote", name, q);
             return svg_bad(x, ab, msg);
         }
-        quote = s[(*i)++];
-        {
-            const char *qe = (const char *)memchr(s + *i, quote, x->n - *i);
-            if (!qe) {
-                grove__quote(q, sizeof q, s + ab, ae - ab);
-                snprintf(msg, sizeof msg, "<%s>: attribute '%s' has no closing quote", name, q);
-                return svg_bad(x, ab, msg);
+        /* href also as xlink:href (any prefix) */
+        lb = ab;
+        for (size_t j = ae; j > ab; j--)
+            if (s[j - 1] == ':') {
+                lb = j;
+                break;
             }
-            /* href also as xlink:href (any prefix) */
-            lb = ab;
-            for (size_t j = ae; j > ab; j--)
-                if (s[j - 1] == ':') {
-                    lb = j;
-                    break;
-                }
-            for (int k = 0; k < A_COUNT; k++) {
-                const size_t nb = k == A_HREF ? lb : ab;
-                if ((k == A_TRANSFORM || k == A_ID || k == A_DISPLAY || k == A_STYLE ||
-                     k == A_VISIBILITY || k == A_CLASS || kind < K_OTHER) &&
-                    ae - nb == strlen(attr_names[k]) &&
-                    memcmp(s + nb, attr_names[k], ae - nb) == 0) {
-                    if (k == A_HREF && lb != ab && href_plain) continue;
-                    if (k == A_HREF) href_plain = lb == ab;
-                    at[k].has = 1;
-                    at[k].b = *i;
-                    at[k].e = (size_t)(qe - s);
-                }
+        for (int k = 0; k < A_COUNT; k++) {
+            const size_t nb = k == A_HREF ? lb : ab;
+            if ((k == A_TRANSFORM || k == A_ID || k == A_DISPLAY || k == A_STYLE ||
+                 k == A_VISIBILITY || k == A_CLASS || kind < K_OTHER) &&
+                ae - nb == strlen(attr_names[k]) && memcmp(s + nb, attr_names[k], ae - nb) == 0) {
+                if (k == A_HREF && lb != ab && href_plain) continue;
+                if (k == A_HREF) href_plain = lb == ab;
+                at[k].has = 1;
+                at[k].b = vb;
+                at[k].e = ve;
             }
-            *i = (size_t)(qe - s) + 1;
         }
     }
 }
