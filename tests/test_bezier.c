@@ -795,6 +795,26 @@ static void test_bad(grove_ctx *ctx, tu_rng *r)
     s.c.cp[8 * 12 + 2] = 1;
     CHECK_OK(ctx, grove_bezier_tessellate(ctx, &s.c, NULL, &pl, NULL));
     grove_polylines_free(&pl);
+    /* the check's parallel pass over many curves: two bad curves far apart, the first named;
+     * -GROVE_BEZIER_MAX_COORD and junk in a line's unused slots accepted */
+    {
+        curveset big = {{0}};
+        gen(&big, r, 100000, GEN_RANDOM, 10.0f);
+        big.c.degree[99990] = 5;
+        big.c.cp[8 * 70001 + 1] = NAN;
+        expect_err(ctx, "two bad curves", grove_bezier_tessellate(ctx, &big.c, NULL, &pl, NULL),
+                   GROVE_ERR_BAD_INPUT, "curve 70001: control point 0 has a non-finite y");
+        big.c.cp[8 * 70001 + 1] = -GROVE_BEZIER_MAX_COORD;
+        expect_err(ctx, "the later bad curve",
+                   grove_bezier_tessellate(ctx, &big.c, NULL, &pl, NULL), GROVE_ERR_BAD_INPUT,
+                   "curve 99990: degree 5");
+        big.c.degree[99990] = 1;
+        big.c.cp[8 * 99990 + 4] = NAN;
+        big.c.cp[8 * 99990 + 7] = INFINITY;
+        CHECK_OK(ctx, grove_bezier_tessellate(ctx, &big.c, NULL, &pl, NULL));
+        grove_polylines_free(&pl);
+        cs_free(&big);
+    }
 
 #define BAD_OPT(field, value, sub)                                                                 \
     do {                                                                                           \
