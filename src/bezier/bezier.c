@@ -82,35 +82,35 @@ static int curve_bad(const float *p, int d)
 
 grove_status grove__bz_check_curves(grove_ctx *ctx, const char *fn, const grove_curves *in)
 {
-    /* a parallel pass that only says whether some curve is bad; then, only then, the sequential
-     * one that names the first */
+    /* one parallel pass finds the first bad curve (the smallest index); only that curve is
+     * looked at again, to say what is wrong with it */
     const long long n = (long long)in->n;
-    int any = 0;
-    long long i;
-#pragma omp parallel for num_threads(grove__threads(ctx)) schedule(static) reduction(| : any)
-    for (i = 0; i < n; i++) any |= curve_bad(in->cp + 8 * (size_t)i, in->degree[i]);
-    if (!any) return GROVE_OK;
-    for (size_t c = 0; c < in->n; c++) {
-        const int d = in->degree[c];
-        const float *p = in->cp + 8 * c;
-        if (d < 1 || d > 3)
+    long long first = n, i;
+#pragma omp parallel for num_threads(grove__threads(ctx)) schedule(static) reduction(min : first)
+    for (i = 0; i < n; i++)
+        if (curve_bad(in->cp + 8 * (size_t)i, in->degree[i]) && i < first) first = i;
+    if (first == n) return GROVE_OK;
+    const size_t c = (size_t)first;
+    const int d = in->degree[c];
+    const float *p = in->cp + 8 * c;
+    if (d < 1 || d > 3)
+        return grove__error(ctx, GROVE_ERR_BAD_INPUT, "%s: curve %zu: degree %d; must be 1, 2 or 3",
+                            fn, c, d);
+    for (int k = 0; k < 2 * (d + 1); k++) {
+        if (!isfinite(p[k]))
             return grove__error(ctx, GROVE_ERR_BAD_INPUT,
-                                "%s: curve %zu: degree %d; must be 1, 2 or 3", fn, c, d);
-        for (int k = 0; k < 2 * (d + 1); k++) {
-            if (!isfinite(p[k]))
-                return grove__error(ctx, GROVE_ERR_BAD_INPUT,
-                                    "%s: curve %zu: control point %d has a non-finite %s "
-                                    "coordinate (%g)",
-                                    fn, c, k / 2, (k & 1) ? "y" : "x", (double)p[k]);
-            if (fabsf(p[k]) > GROVE_BEZIER_MAX_COORD)
-                return grove__error(ctx, GROVE_ERR_BAD_INPUT,
-                                    "%s: curve %zu: control point %d has the %s coordinate %.9g, "
-                                    "larger in magnitude than %g (GROVE_BEZIER_MAX_COORD)",
-                                    fn, c, k / 2, (k & 1) ? "y" : "x", (double)p[k],
-                                    (double)GROVE_BEZIER_MAX_COORD);
-        }
+                                "%s: curve %zu: control point %d has a non-finite %s "
+                                "coordinate (%g)",
+                                fn, c, k / 2, (k & 1) ? "y" : "x", (double)p[k]);
+        if (fabsf(p[k]) > GROVE_BEZIER_MAX_COORD)
+            return grove__error(ctx, GROVE_ERR_BAD_INPUT,
+                                "%s: curve %zu: control point %d has the %s coordinate %.9g, "
+                                "larger in magnitude than %g (GROVE_BEZIER_MAX_COORD)",
+                                fn, c, k / 2, (k & 1) ? "y" : "x", (double)p[k],
+                                (double)GROVE_BEZIER_MAX_COORD);
     }
-    return GROVE_OK;
+    return grove__error(ctx, GROVE_ERR_INTERNAL, "%s: curve %zu failed the input check unexplained",
+                        fn, c);
 }
 
 static grove_status check_common(grove_ctx *ctx, const char *fn, const grove_bezier_opts *opts,

@@ -53,10 +53,10 @@ static void write_curves(const grove_curves *in, const uint64_t *off, float *xy,
 }
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define GROVE__BZ_FMA_CLONE 1
-__attribute__((target("avx2,fma"))) static void write_curves_fma(const grove_curves *in,
-                                                             const uint64_t *off, float *xy,
-                                                             size_t c0, size_t c1)
+#define GROVE__BZ_AVX2_CLONE 1
+__attribute__((target("avx2,fma"))) static void write_curves_avx2(const grove_curves *in,
+                                                              const uint64_t *off, float *xy,
+                                                              size_t c0, size_t c1)
 {
     GROVE__BZ_WRITE_CURVES
 }
@@ -97,9 +97,9 @@ grove_status grove__bz_tessellate_cpu(grove_ctx *ctx, const grove_curves *in,
                                 "grove_bezier_tessellate: out of memory for %llu vertices",
                                 (unsigned long long)total);
         out->xy = xy;
-        int fma = 0;
-#ifdef GROVE__BZ_FMA_CLONE
-        fma = __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2");
+        int avx2 = 0;
+#ifdef GROVE__BZ_AVX2_CLONE
+        avx2 = __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2");
 #endif
         /* curves have 2..4096 vertices: dynamic chunks keep the threads even */
         const long long chunk = 1024, nchunks = ((long long)n + chunk - 1) / chunk;
@@ -107,9 +107,9 @@ grove_status grove__bz_tessellate_cpu(grove_ctx *ctx, const grove_curves *in,
         for (c = 0; c < nchunks; c++) {
             const size_t c0 = (size_t)(c * chunk);
             const size_t c1 = c0 + (size_t)chunk < n ? c0 + (size_t)chunk : n;
-#ifdef GROVE__BZ_FMA_CLONE
-            if (fma) {
-                write_curves_fma(in, off, xy, c0, c1);
+#ifdef GROVE__BZ_AVX2_CLONE
+            if (avx2) {
+                write_curves_avx2(in, off, xy, c0, c1);
                 continue;
             }
 #endif
