@@ -33,6 +33,7 @@ void grove__bz_cdp_plan(size_t *group, unsigned *big);
 void grove__bz_flat_tune(int per);
 void grove__bz_flat_mode(int mode);
 void grove__bz_cdp_mode(int mode);
+uint32_t grove__bz_kept_epoch(grove_ctx *ctx, uint32_t e);
 #endif
 
 static int g_quick;  /* --only quick or quick-flat */
@@ -1020,6 +1021,134 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
     cs_free(&s);
 }
 
+/* One call of the sequence in test_kept_scratch: set k through the device API (variant v:
+ * 0 flat, 1 cdp, 2 count only, 3 flat with a capacity one vertex short, 4 the host-pointer
+ * call), checked byte for byte against the CPU's ref[k]. */
+typedef struct kept_env {
+    grove_ctx *gpu;
+    const curveset *set;
+    const grove_polylines *ref;
+    float *d_cp, *d_xy, *h_xy;
+    uint8_t *d_deg;
+    uint64_t *d_off, *h_off;
+} kept_env;
+
+static void kept_call(const kept_env *K, int step, int k, int v)
+{
+    const grove_curves *c = &K->set[k].c;
+    const grove_polylines *ref = &K->ref[k];
+    const size_t n = c->n;
+    const uint64_t tv = ref->n_vertices;
+    grove_bezier_opts o;
+    uint64_t total = 0;
+    int ok = 1;
+    grove_bezier_default_opts(&o);
+    cudaMemcpy(K->d_cp, c->cp, 8 * n * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemcpy(K->d_deg, c->degree, n, cudaMemcpyHostToDevice);
+    cudaMemset(K->d_off, 0xff, (n + 1) * sizeof(uint64_t));
+    cudaMemset(K->d_xy, 0x7f, 2 * tv * sizeof(float));
+    if (v == 4) {
+        grove_polylines out;
+        CHECK_OK(K->gpu, grove_bezier_tessellate(K->gpu, c, &o, &out, NULL));
+        CHECK_MSG(same("kept scratch, host call", &out, ref), "step %d (set %d, host call)", step,
+                  k);
+        grove_polylines_free(&out);
+        return;
+    }
+    if (v == 2) {
+        CHECK_OK(K->gpu, grove_bezier_count_device(K->gpu, K->d_cp, K->d_deg, n, &o, K->d_off,
+                                                   &total));
+    } else if (v == 3) {
+        expect_err(K->gpu, "kept scratch, capacity",
+                   grove_bezier_tessellate_device(K->gpu, K->d_cp, K->d_deg, n, &o, K->d_off,
+                                                  K->d_xy, tv - 1, &total, NULL),
+                   GROVE_ERR_LIMIT, "d_xy holds");
+    } else {
+        o.variant = v == 1 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
+        CHECK_OK(K->gpu, grove_bezier_tessellate_device(K->gpu, K->d_cp, K->d_deg, n, &o,
+                                                        K->d_off, K->d_xy, tv, &total, NULL));
+    }
+    ok = total == tv;
+    cudaMemcpy(K->h_off, K->d_off, (n + 1) * sizeof(uint64_t), cudaMemcpyDeviceToHost);
+    ok = ok && memcmp(K->h_off, ref->offsets, (n + 1) * sizeof(uint64_t)) == 0;
+    if (v != 2) {
+        const uint64_t w = v == 3 ? tv - 1 : tv; /* vertices written */
+        cudaMemcpy(K->h_xy, K->d_xy, 2 * tv * sizeof(float), cudaMemcpyDeviceToHost);
+        ok = ok && memcmp(K->h_xy, ref->xy, 2 * w * sizeof(float)) == 0;
+        if (v == 3) ok = ok && ((uint32_t *)K->h_xy)[2 * w] == 0x7f7f7f7fu;
+    }
+    CHECK_MSG(ok, "kept scratch step %d (set %d, variant %d): differs from the CPU", step, k, v);
+}
+
+/* The scratch a context keeps between calls (its tile states tagged with each pass's epoch, its
+ * header cleared by the kernel of a writing pass instead of a memset): calls of different
+ * sizes and data in a row (a state left by an earlier call must never be taken for this one's),
+ * every kind of call, the hooks that do not clear the header, the scratch grown, and the
+ * epochs' wrap; every call checked against the CPU. */
+static void test_kept_scratch(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
+{
+    enum { NSET = 4 };
+    const size_t ns[NSET] = {5000, 700, 1537, 20000};
+    curveset set[NSET];
+    grove_polylines ref[NSET];
+    kept_env K;
+    uint64_t maxv = 0;
+    memset(set, 0, sizeof set);
+    for (int k = 0; k < NSET; k++) {
+        grove_bezier_opts o;
+        grove_bezier_default_opts(&o);
+        gen(&set[k], r, ns[k], GEN_RANDOM, 10.0f + 40.0f * (float)k);
+        CHECK_OK(cpu, grove_bezier_tessellate(cpu, &set[k].c, &o, &ref[k], NULL));
+        if (ref[k].n_vertices > maxv) maxv = ref[k].n_vertices;
+    }
+    K.gpu = gpu;
+    K.set = set;
+    K.ref = ref;
+    K.h_xy = (float *)tu_malloc(2 * maxv * sizeof(float));
+    K.h_off = (uint64_t *)tu_malloc((ns[3] + 1) * sizeof(uint64_t));
+    CHECK(cudaMalloc((void **)&K.d_cp, 8 * ns[3] * sizeof(float)) == cudaSuccess);
+    CHECK(cudaMalloc((void **)&K.d_deg, ns[3]) == cudaSuccess);
+    CHECK(cudaMalloc((void **)&K.d_off, (ns[3] + 1) * sizeof(uint64_t)) == cudaSuccess);
+    CHECK(cudaMalloc((void **)&K.d_xy, 2 * maxv * sizeof(float)) == cudaSuccess);
+    /* (set, variant) in order; the sets' sizes differ, so a pass reads tile states of earlier
+     * passes with other values at its own tiles */
+    static const int seq[][2] = {{0, 0}, {1, 0}, {0, 0}, {2, 2}, {0, 0}, {1, 3}, {2, 0},
+                                 {0, 4}, {1, 0}, {3, 0}, {1, 0}, {2, 0}, {0, 0}};
+    int step = 0;
+    for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+        if (g_no_cdp && seq[i][1] == 1) continue;
+        kept_call(&K, step++, seq[i][0], seq[i][1]);
+    }
+    if (!g_no_cdp) {
+        kept_call(&K, step++, 2, 1); /* cdp: a count pass, then the children */
+        kept_call(&K, step++, 0, 0);
+    }
+    /* the hooks whose kernels do not clear the header: the state words copied back (6) and a
+     * block a tile (1); the default after each */
+    for (int m = 0; m < 2; m++) {
+        grove__bz_flat_mode(m == 0 ? 6 : 1);
+        kept_call(&K, step++, m == 0 ? 0 : 2, 0);
+        grove__bz_flat_mode(0);
+        kept_call(&K, step++, m == 0 ? 2 : 0, 0);
+    }
+    /* across the epochs' wrap: the buffer is cleared and the count starts again */
+    {
+        const uint32_t last = grove__bz_kept_epoch(gpu, 0);
+        grove__bz_kept_epoch(gpu, last - 2);
+        for (int i = 0; i < 5; i++) kept_call(&K, step++, i & 1 ? 1 : 0, i == 2 ? 2 : 0);
+    }
+    cudaFree(K.d_cp);
+    cudaFree(K.d_deg);
+    cudaFree(K.d_off);
+    cudaFree(K.d_xy);
+    free(K.h_xy);
+    free(K.h_off);
+    for (int k = 0; k < NSET; k++) {
+        grove_polylines_free(&ref[k]);
+        cs_free(&set[k]);
+    }
+}
+
 /* The cdp variant's pending-launch paths, through the test hooks. With groups of 1 and every
  * curve of >= 2 vertices given a child of its own, a call launches 2 n children whatever the
  * chunks, as the one-child-per-curve design did; a group of 7 without long curves gives
@@ -1155,6 +1284,7 @@ int main(int argc, char **argv)
 #ifdef GROVE_HAVE_CUDA
         if (E.gpu) {
             test_device_calls(E.gpu, E.cpu, &r);
+            test_kept_scratch(E.gpu, E.cpu, &r);
             if (!g_no_cdp) test_cdp_limits(&E, &r);
         }
 #endif
@@ -1167,6 +1297,7 @@ int main(int argc, char **argv)
 #ifdef GROVE_HAVE_CUDA
         if (E.gpu) {
             test_device_calls(E.gpu, E.cpu, &r);
+            test_kept_scratch(E.gpu, E.cpu, &r);
             test_cdp_limits(&E, &r);
         }
 #endif

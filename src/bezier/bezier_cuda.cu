@@ -100,6 +100,26 @@ struct FusedSmem {
     unsigned capped[kT / 32];
 };
 
+/* The tile states of one call: prim's 16-byte states with the call's tag in the status
+ * (tag = the kept scratch's epoch << 2, never 0), so that a state an earlier call left there
+ * reads as unpublished and the states need no clearing between calls (grove__cuda_kept). */
+struct CallState {
+    grove_lb::TileState<u64> b;
+    uint32_t tag;
+    __device__ __forceinline__ void publish(int id, uint32_t status, u64 v) const
+    {
+        b.publish(id, tag | status, v);
+    }
+    __device__ __forceinline__ void load(int id, uint32_t &status, u64 &v) const
+    {
+        uint32_t raw;
+        b.load(id, raw, v);
+        status = (raw & ~3u) == tag ? (raw & 3u) : grove_lb::ST_INVALID;
+    }
+};
+/* epochs below 2^30, so that tag | status fits the status word */
+constexpr uint32_t kMaxEpoch = 1u << 30;
+
 /* Called by one whole warp: takes the block's next tile id from the counter into f.id[nb] and
  * asks L2 for that tile's control points (32 B a curve) and degrees, a 128-byte line a request,
  * every line inside the input. */
@@ -135,7 +155,7 @@ __device__ __forceinline__ void
 fused_tile(TileSmemT<kPer> &s, FusedSmem &f, int id, int nb, bool next,
            const float *__restrict__ cp, const uint8_t *__restrict__ deg, u64 n, u64 ntiles,
            const grove__bz_rule &r, u64 *__restrict__ off, float *__restrict__ xy, u64 cap,
-           uint32_t *counter, grove_lb::TileState<u64> ts, u64 *__restrict__ st)
+           uint32_t *counter, CallState ts, u64 *__restrict__ st)
 {
     const unsigned t = threadIdx.x, lane = t & 31u, w = t >> 5;
     const u64 c0 = (u64)id * kC;
@@ -227,7 +247,7 @@ template <bool kAligned, int kPer>
 __global__ void __launch_bounds__(kT, 5)
     bz_fused(const float *__restrict__ cp, const uint8_t *__restrict__ deg, u64 n, grove__bz_rule r,
              u64 *__restrict__ off, float *__restrict__ xy, u64 cap, uint32_t *counter,
-             grove_lb::TileState<u64> ts, u64 *__restrict__ st)
+             CallState ts, u64 *__restrict__ st)
 {
     __shared__ TileSmemT<kPer> s;
     __shared__ FusedSmem f;
@@ -248,8 +268,8 @@ template <bool kAligned, int kPer, bool kLast = false>
 __global__ void __launch_bounds__(kT, 5)
     bz_fused_persist(const float *__restrict__ cp, const uint8_t *__restrict__ deg, u64 n,
                      grove__bz_rule r, u64 *__restrict__ off, float *__restrict__ xy, u64 cap,
-                     uint32_t *counter, grove_lb::TileState<u64> ts, u64 *__restrict__ st,
-                     int early, u64 *hs_map)
+                     uint32_t *counter, CallState ts, u64 *__restrict__ st,
+                     int early, u64 *hs_map, int clear)
 {
     __shared__ TileSmemT<kPer> s;
     __shared__ FusedSmem f;
@@ -281,14 +301,24 @@ __global__ void __launch_bounds__(kT, 5)
         const unsigned done = atomicAdd(reinterpret_cast<unsigned *>(&st[kDoneWord]), 1u);
         if (done == gridDim.x - 1) {
             __threadfence();
-            const volatile u64 *vs = st;
+            volatile u64 *vs = st;
             for (int i = 0; i < S_COUNT; i++) hs_map[i] = vs[i];
             __threadfence_system();
+            if (clear) {
+                /* every other block has finished: the state words and the tile counter are
+                 * cleared for the next call (after this kernel in stream order), so that it
+                 * needs no memset of its own */
+                for (int i = 0; i < S_COUNT; i++) vs[i] = 0;
+                vs[kDoneWord] = 0;
+                *(volatile uint32_t *)counter = 0;
+            }
         }
     }
 }
 
-/* Scratch of one call: the state words, then the look-back's counter and tile states. */
+/* The scratch of a single pass: the context's kept buffer (grove__cuda_kept, slot
+ * GROVE__KEPT_BEZIER): the state words, then the look-back's counter and tile states, and the
+ * pass's tag for the tile states (a new epoch each pass). Nothing in it is freed per call. */
 struct Scratch {
     grove_ctx *ctx;
     cudaStream_t s;
@@ -296,27 +326,26 @@ struct Scratch {
     size_t bytes;
     u64 *st;
     void *lb;
-    size_t reset;
-    ~Scratch() { release(); }
-    void release()
-    {
-        if (buf) grove__cuda_free(ctx, buf, bytes, s);
-        buf = nullptr;
-    }
+    uint32_t tag;
 };
 
-constexpr size_t kStBytes = 256; /* S_COUNT words, padded */
+constexpr size_t kStBytes = 256;              /* S_COUNT words, padded */
+constexpr size_t kHeadBytes = kStBytes + 256; /* the state words and the look-back's header */
 
-grove_status scratch_alloc(Scratch &S, size_t n)
+grove_status scratch_take(Scratch &S, size_t n)
 {
-    grove_ctx *ctx = S.ctx;
     const size_t ntiles = (n + kC - 1) / kC;
     const grove_lb::LbLayout l = grove_lb::lb_layout(ntiles, sizeof(u64));
+    void *p = nullptr;
+    uint32_t epoch = 0;
+    int fresh = 0;
     S.bytes = kStBytes + l.end;
-    GROVE_TRY(grove__cuda_alloc(ctx, &S.buf, S.bytes, S.s, "the Bezier tessellation's scratch"));
+    GROVE_TRY(grove__cuda_kept(S.ctx, GROVE__KEPT_BEZIER, S.bytes, kMaxEpoch,
+                               "the Bezier tessellation's scratch", &p, &epoch, &fresh));
+    S.buf = p;
     S.st = static_cast<u64 *>(S.buf);
     S.lb = static_cast<char *>(S.buf) + kStBytes;
-    S.reset = kStBytes + l.reset_bytes;
+    S.tag = epoch << 2;
     return GROVE_OK;
 }
 
@@ -350,9 +379,18 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
 {
     grove_ctx *ctx = S.ctx;
     const bool cache = ctx->device >= 0 && ctx->device < kOccDevices;
-    bool mapped = false; /* the kernel leaves the state words in ctx->pinned */
-    GROVE_CUDA_TRY(ctx, cudaMemsetAsync(S.buf, 0, S.reset, S.s),
-                   "bezier: clearing the device state");
+    bool mapped = false;  /* the kernel leaves the state words in ctx->pinned */
+    bool cleared = false; /* and clears the scratch's header for the next pass */
+    GROVE_TRY(scratch_take(S, n));
+    /* The tile states are tagged with this pass's epoch, so only the header (state words and
+     * tile counter) must be zero: a writing pass's kernel leaves it so, and the next pass
+     * skips the memset (a node of its own in the stream, about 5 us of a call, measured) */
+    int &clean = ctx->kept_clean[GROVE__KEPT_BEZIER];
+    const bool was_clean = clean != 0;
+    clean = 0;
+    if (!was_clean)
+        GROVE_CUDA_TRY(ctx, cudaMemsetAsync(S.buf, 0, kHeadBytes, S.s),
+                       "bezier: clearing the device state");
     if (n == 0) {
         GROVE_CUDA_TRY(ctx, cudaMemsetAsync(d_off, 0, sizeof(u64), S.s),
                        "bezier: writing the empty offsets");
@@ -361,8 +399,9 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
         grove__bz_rule r;
         grove__bz_rule_from(o, &r);
         uint32_t *counter = static_cast<uint32_t *>(S.lb);
-        const grove_lb::TileState<u64> ts =
-            grove_lb::TileState<u64>::at(static_cast<char *>(S.lb) + 256);
+        CallState ts;
+        ts.b = grove_lb::TileState<u64>::at(static_cast<char *>(S.lb) + 256);
+        ts.tag = S.tag;
         if (ntiles > 0x7fffffffull)
             return grove__error(ctx, GROVE_ERR_LIMIT, "bezier: %zu curves are too many", n);
         const bool al = ((uintptr_t)d_xy & 7) == 0;
@@ -387,15 +426,11 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
             const bool last = !early && mode != FLAT_PERSIST_AFTER;
             /* when it writes (the call's last step), the state words come back zero-copy */
             u64 *hs_map = nullptr;
-            if (cap > 0 && mode != FLAT_PERSIST_FETCH && ctx->pinned &&
-                ctx->pinned_bytes >= S_COUNT * sizeof(u64)) {
-                void *dp = nullptr;
-                if (cudaHostGetDevicePointer(&dp, ctx->pinned, 0) == cudaSuccess)
-                    hs_map = static_cast<u64 *>(dp);
-                else
-                    cudaGetLastError(); /* not mapped: the state words are copied instead */
-            }
+            if (cap > 0 && mode != FLAT_PERSIST_FETCH && ctx->pinned_dev &&
+                ctx->pinned_bytes >= S_COUNT * sizeof(u64))
+                hs_map = static_cast<u64 *>(ctx->pinned_dev);
             mapped = hs_map != nullptr;
+            cleared = mapped;
             st = writer_dispatch(al, g_per, [&](auto A, auto P) -> grove_status {
                 constexpr bool kA = decltype(A)::value;
                 constexpr int kPer = decltype(P)::value;
@@ -408,7 +443,7 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
                 if (mode == FLAT_PERSIST_ONE || mode == FLAT_PERSIST_EARLY_ONE) room = 1;
                 const unsigned g = (unsigned)(ntiles < (u64)room ? ntiles : (u64)room);
                 fn<<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter, ts, S.st, early,
-                                      hs_map);
+                                      hs_map, cleared ? 1 : 0);
                 return GROVE_OK;
             });
         }
@@ -416,12 +451,11 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
         GROVE_CUDA_LAUNCHED(ctx, "bezier: launching the tessellation kernel");
     }
     if (mapped) {
-        /* the kernel wrote the state words into the page-locked scratch: the scratch goes back
-         * to the pool before the wait, and nothing is copied */
-        S.release();
+        /* the kernel wrote the state words into the page-locked scratch: nothing is copied */
         GROVE_CUDA_TRY(ctx, cudaStreamSynchronize(S.s),
                        "bezier: counting and writing the vertices");
         memcpy(hs, ctx->pinned, S_COUNT * sizeof(u64));
+        clean = cleared;
         return GROVE_OK;
     }
     /* through the context's page-locked scratch: a copy into pageable memory costs a staging
@@ -623,6 +657,14 @@ extern "C" void grove__bz_flat_tune(int per) { g_per = per == 8 || per == 16 ? p
 
 extern "C" void grove__bz_flat_mode(int mode) { g_flat_mode = mode; }
 
+/* test hook: the number of the last pass in ctx's kept scratch (the next takes e + 1), so that
+ * a test can cross the epochs' wrap; returns the largest epoch a pass may have */
+extern "C" uint32_t grove__bz_kept_epoch(grove_ctx *ctx, uint32_t e)
+{
+    ctx->kept_epoch[GROVE__KEPT_BEZIER] = e;
+    return kMaxEpoch - 1;
+}
+
 extern "C" void grove__bz_cdp_mode(int mode) { g_cdp_mode = mode; }
 
 extern "C" void grove__bz_cdp_probe(unsigned long long *rec) { g_cdp_rec = rec; }
@@ -641,7 +683,6 @@ extern "C" grove_status grove__bz_count_device_cuda(grove_ctx *ctx, const float 
     Scratch S = {ctx, (cudaStream_t)ctx->stream, NULL, 0, NULL, NULL, 0};
     u64 hs[S_COUNT];
     GROVE_TRY(grove__cuda_use(ctx));
-    GROVE_TRY(scratch_alloc(S, n));
     GROVE_TRY(fused(S, d_cp, d_degree, n, o, (u64 *)d_offsets, NULL, 0, hs));
     *total = hs[S_TOTAL];
     return GROVE_OK;
@@ -658,7 +699,6 @@ extern "C" grove_status grove__bz_tessellate_device_cuda(grove_ctx *ctx, const f
     const bool cdp = o->variant == GROVE_BEZIER_CDP;
     u64 hs[S_COUNT];
     GROVE_TRY(grove__cuda_use(ctx));
-    GROVE_TRY(scratch_alloc(S, n));
     /* flat writes while it counts (the vertices below capacity); cdp counts first */
     GROVE_TRY(fused(S, d_cp, d_degree, n, o, (u64 *)d_offsets, d_xy, cdp ? 0 : capacity, hs));
     *total = hs[S_TOTAL];
@@ -696,7 +736,6 @@ extern "C" grove_status grove__bz_tessellate_cuda(grove_ctx *ctx, const grove_cu
         GROVE_TRY(grove__cuda_h2d(ctx, cp.p, in->cp, n * 8 * sizeof(float), s));
         GROVE_TRY(grove__cuda_h2d(ctx, deg.p, in->degree, n, s));
     }
-    GROVE_TRY(scratch_alloc(S, n));
     /* counted first to size the output, then counted again while writing (flat) */
     GROVE_TRY(
         fused(S, (const float *)cp.p, (const uint8_t *)deg.p, n, o, (u64 *)off.p, NULL, 0, hs));

@@ -15,6 +15,9 @@ extern "C" {
 
 #define GROVE__ERR_LEN 1024
 
+/* Device buffers a module keeps in its context from one call to the next (grove__cuda_kept). */
+enum { GROVE__KEPT_BEZIER = 0, GROVE__KEPT_SLOTS };
+
 struct grove_ctx {
     grove_backend backend; /* resolved: CPU or CUDA */
     int device;            /* CUDA device index, -1 on the CPU */
@@ -32,6 +35,14 @@ struct grove_ctx {
     long dev_allocs;
     void *pinned;          /* page-locked host scratch for grove__cuda_fetch, or NULL */
     size_t pinned_bytes;
+    void *pinned_dev;      /* its device address (mapped), or NULL */
+    /* per slot: the kept device buffer, its size, the number of the call using it (from 1),
+     * and whether its owner left it ready for the next call without clearing (the owner's
+     * flag: cleared when the buffer is made, set and read only by the owner) */
+    void *kept[GROVE__KEPT_SLOTS];
+    size_t kept_bytes[GROVE__KEPT_SLOTS];
+    uint32_t kept_epoch[GROVE__KEPT_SLOTS];
+    int kept_clean[GROVE__KEPT_SLOTS];
     void *stage;           /* page-locked staging for big copies (core_cuda.cu), or NULL */
     void *stage_ev[2];     /* cudaEvent_t: the staging halves' last copies */
     char err[GROVE__ERR_LEN];

@@ -108,7 +108,13 @@ extern "C" grove_status grove__cuda_ctx_init(grove_ctx *ctx, void *user_stream)
     }
     /* Optional: without it grove__cuda_fetchv copies into pageable memory. */
     if (cudaMallocHost(&ctx->pinned, kPinnedBytes) == cudaSuccess) {
+        void *dp = NULL;
         ctx->pinned_bytes = kPinnedBytes;
+        /* asked once: the kernels that write their state words there take this address */
+        if (cudaHostGetDevicePointer(&dp, ctx->pinned, 0) == cudaSuccess)
+            ctx->pinned_dev = dp;
+        else
+            cudaGetLastError();
     } else {
         ctx->pinned = NULL;
         cudaGetLastError();
@@ -118,6 +124,14 @@ extern "C" grove_status grove__cuda_ctx_init(grove_ctx *ctx, void *user_stream)
 
 extern "C" void grove__cuda_ctx_fini(grove_ctx *ctx)
 {
+    for (int i = 0; i < GROVE__KEPT_SLOTS; i++) {
+        if (!ctx->kept[i]) continue;
+        cudaSetDevice(ctx->device);
+        grove__cuda_free(ctx, ctx->kept[i], ctx->kept_bytes[i], ctx->stream);
+        cudaGetLastError();
+        ctx->kept[i] = NULL;
+        ctx->kept_bytes[i] = 0;
+    }
     if (ctx->own_stream && ctx->stream) {
         cudaSetDevice(ctx->device);
         cudaStreamSynchronize((cudaStream_t)ctx->stream);
@@ -136,6 +150,7 @@ extern "C" void grove__cuda_ctx_fini(grove_ctx *ctx)
         cudaFreeHost(ctx->pinned);
         cudaGetLastError();
         ctx->pinned = NULL;
+        ctx->pinned_dev = NULL;
         ctx->pinned_bytes = 0;
     }
     if (ctx->stage) {
@@ -220,6 +235,36 @@ extern "C" void grove__cuda_free(grove_ctx *ctx, void *p, size_t bytes, void *st
     if (!p) return;
     cudaFreeAsync(p, (cudaStream_t)stream);
     ctx->dev_in_use -= bytes;
+}
+
+extern "C" grove_status grove__cuda_kept(grove_ctx *ctx, int slot, size_t bytes,
+                                         uint32_t max_epoch, const char *what, void **p,
+                                         uint32_t *epoch, int *fresh)
+{
+    cudaStream_t s = (cudaStream_t)ctx->stream;
+    *p = NULL;
+    *fresh = 0;
+    if (ctx->kept[slot] && ctx->kept_bytes[slot] < bytes) {
+        grove__cuda_free(ctx, ctx->kept[slot], ctx->kept_bytes[slot], s);
+        ctx->kept[slot] = NULL;
+        ctx->kept_bytes[slot] = 0;
+    }
+    if (!ctx->kept[slot]) {
+        void *b = NULL;
+        GROVE_TRY(grove__cuda_alloc(ctx, &b, bytes, s, what));
+        ctx->kept[slot] = b;
+        ctx->kept_bytes[slot] = bytes;
+        ctx->kept_epoch[slot] = max_epoch; /* cleared below */
+    }
+    if (ctx->kept_epoch[slot] + 1 >= max_epoch) {
+        ctx->kept_clean[slot] = 0;
+        GROVE_CUDA_TRY(ctx, cudaMemsetAsync(ctx->kept[slot], 0, ctx->kept_bytes[slot], s), what);
+        ctx->kept_epoch[slot] = 0;
+        *fresh = 1;
+    }
+    *epoch = ++ctx->kept_epoch[slot];
+    *p = ctx->kept[slot];
+    return GROVE_OK;
 }
 
 /* Staged copies (see core_cuda.h): two halves of kStagePiece bytes, so that the host copies one
