@@ -1050,7 +1050,7 @@ static void kept_call(const kept_env *K, int step, int k, int v)
     if (v == 4) {
         grove_polylines out;
         CHECK_OK(K->gpu, grove_bezier_tessellate(K->gpu, c, &o, &out, NULL));
-        CHECK_MSG(same("kept scratch, host call", &out, ref), "step %d (set %d, host call)", step,
+        CHECK_MSG(!same("kept scratch, host call", &out, ref), "step %d (set %d, host call)", step,
                   k);
         grove_polylines_free(&out);
         return;
