@@ -76,15 +76,34 @@ grove_status grove__bz_tessellate_cpu(grove_ctx *ctx, const grove_curves *in,
     if (!off)
         return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
                             "grove_bezier_tessellate: out of memory for %zu offsets", n + 1);
-    /* counts first, in off[c + 1], so the scan below can run in place */
+    /* The offsets: the curves are cut into one contiguous part a thread (one part below 2^15
+     * curves); each part's counts go into off[c + 1] and are summed as they are made, the parts'
+     * sums are scanned, and then every part scans its own counts from its base, in parallel
+     * (the scan was one sequential pass until 2026-11-29, which more threads do not shorten). */
+    enum { kMaxParts = 256 };
+    uint64_t part[kMaxParts + 1];
+    long long np = n < ((size_t)1 << 15) ? 1 : nt < 1 ? 1 : nt > kMaxParts ? kMaxParts : nt;
     off[0] = 0;
-#pragma omp parallel for num_threads(nt) schedule(static) reduction(+ : capped)
-    for (c = 0; c < (long long)n; c++) {
-        grove__bz_count k = grove__bz_count_curve(in->cp + 8 * (size_t)c, in->degree[c], &r);
-        off[c + 1] = k.m;
-        capped += k.capped;
+#pragma omp parallel for num_threads((int)np) schedule(static, 1) reduction(+ : capped)
+    for (c = 0; c < np; c++) {
+        const size_t a = n * (size_t)c / (size_t)np, b = n * (size_t)(c + 1) / (size_t)np;
+        uint64_t sum = 0;
+        for (size_t i = a; i < b; i++) {
+            grove__bz_count k = grove__bz_count_curve(in->cp + 8 * i, in->degree[i], &r);
+            off[i + 1] = k.m;
+            sum += k.m;
+            capped += k.capped;
+        }
+        part[c + 1] = sum;
     }
-    for (size_t i = 1; i <= n; i++) off[i] += off[i - 1];
+    part[0] = 0;
+    for (long long p = 1; p <= np; p++) part[p] += part[p - 1];
+#pragma omp parallel for num_threads((int)np) schedule(static, 1)
+    for (c = 0; c < np; c++) {
+        const size_t a = n * (size_t)c / (size_t)np, b = n * (size_t)(c + 1) / (size_t)np;
+        uint64_t acc = part[c];
+        for (size_t i = a; i < b; i++) off[i + 1] = acc += off[i + 1];
+    }
     total = off[n];
     out->n_curves = n;
     out->n_vertices = total;
