@@ -33,7 +33,8 @@ void grove__bz_cdp_plan(size_t *group, unsigned *big);
 void grove__bz_flat_tune(int per);
 void grove__bz_flat_mode(int mode);
 void grove__bz_cdp_mode(int mode);
-uint32_t grove__bz_kept_epoch(grove_ctx *ctx, uint32_t e);
+uint32_t grove__bz_kept_epoch_max(void);
+void grove__bz_kept_epoch_set(grove_ctx *ctx, uint32_t e);
 #endif
 
 static int g_quick;  /* --only quick or quick-flat */
@@ -1023,11 +1024,14 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
 
 /* One call of the sequence in test_kept_scratch: set k through the device API (variant v:
  * 0 flat, 1 cdp, 2 count only, 3 flat with a capacity one vertex short, 4 the host-pointer
- * call), checked byte for byte against the CPU's ref[k]. */
+ * call), checked byte for byte against the CPU's ref[k], and the clamped curves (stats) against
+ * the CPU's cap[k]. */
 typedef struct kept_env {
     grove_ctx *gpu;
     const curveset *set;
     const grove_polylines *ref;
+    const uint64_t *cap;
+    grove_bezier_opts o; /* options that clamp many of the curves */
     float *d_cp, *d_xy, *h_xy;
     uint8_t *d_deg;
     uint64_t *d_off, *h_off;
@@ -1039,19 +1043,20 @@ static void kept_call(const kept_env *K, int step, int k, int v)
     const grove_polylines *ref = &K->ref[k];
     const size_t n = c->n;
     const uint64_t tv = ref->n_vertices;
-    grove_bezier_opts o;
+    grove_bezier_opts o = K->o;
+    grove_bezier_stats st;
     uint64_t total = 0;
     int ok = 1;
-    grove_bezier_default_opts(&o);
+    memset(&st, 0xff, sizeof st);
     cudaMemcpy(K->d_cp, c->cp, 8 * n * sizeof(float), cudaMemcpyHostToDevice);
     cudaMemcpy(K->d_deg, c->degree, n, cudaMemcpyHostToDevice);
     cudaMemset(K->d_off, 0xff, (n + 1) * sizeof(uint64_t));
     cudaMemset(K->d_xy, 0x7f, 2 * tv * sizeof(float));
     if (v == 4) {
         grove_polylines out;
-        CHECK_OK(K->gpu, grove_bezier_tessellate(K->gpu, c, &o, &out, NULL));
-        CHECK_MSG(!same("kept scratch, host call", &out, ref), "step %d (set %d, host call)", step,
-                  k);
+        CHECK_OK(K->gpu, grove_bezier_tessellate(K->gpu, c, &o, &out, &st));
+        CHECK_MSG(!same("kept scratch, host call", &out, ref) && st.capped == K->cap[k],
+                  "kept scratch step %d (set %d, host call): differs from the CPU", step, k);
         grove_polylines_free(&out);
         return;
     }
@@ -1066,9 +1071,10 @@ static void kept_call(const kept_env *K, int step, int k, int v)
     } else {
         o.variant = v == 1 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
         CHECK_OK(K->gpu, grove_bezier_tessellate_device(K->gpu, K->d_cp, K->d_deg, n, &o,
-                                                        K->d_off, K->d_xy, tv, &total, NULL));
+                                                        K->d_off, K->d_xy, tv, &total, &st));
+        ok = st.capped == K->cap[k];
     }
-    ok = total == tv;
+    ok = ok && total == tv;
     cudaMemcpy(K->h_off, K->d_off, (n + 1) * sizeof(uint64_t), cudaMemcpyDeviceToHost);
     ok = ok && memcmp(K->h_off, ref->offsets, (n + 1) * sizeof(uint64_t)) == 0;
     if (v != 2) {
@@ -1081,47 +1087,62 @@ static void kept_call(const kept_env *K, int step, int k, int v)
 }
 
 /* The scratch a context keeps between calls (its tile states tagged with each pass's epoch, its
- * header cleared by the kernel of a writing pass instead of a memset): calls of different
- * sizes and data in a row (a state left by an earlier call must never be taken for this one's),
- * every kind of call, the hooks that do not clear the header, the scratch grown, and the
- * epochs' wrap; every call checked against the CPU. */
-static void test_kept_scratch(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
+ * header cleared by the kernel of a writing pass instead of a memset), on a context of its own
+ * so that the scratch is made and grown here: calls of different sizes and data in a row (a
+ * state left by an earlier call must never be taken for this one's; a clamped-curve count left
+ * in the header would show in the stats), every kind of call, the hooks that do not clear the
+ * header, and the epochs' wrap, where tile states of epoch 1 from the first calls, with other
+ * values, must be cleared before the count starts again; every call checked against the CPU. */
+static void test_kept_scratch(grove_ctx *cpu, tu_rng *r)
 {
-    enum { NSET = 4 };
-    const size_t ns[NSET] = {5000, 700, 1537, 20000};
+    enum { NSET = 5 };
+    const size_t ns[NSET] = {5000, 700, 1537, 20000, 20000};
     curveset set[NSET];
     grove_polylines ref[NSET];
+    uint64_t cap[NSET];
+    grove_ctx_opts co;
+    grove_ctx *gpu = NULL;
     kept_env K;
     uint64_t maxv = 0;
+    grove_ctx_default_opts(&co);
+    co.backend = GROVE_BACKEND_CUDA;
+    if (grove_ctx_create(&co, &gpu) != GROVE_OK) {
+        CHECK_MSG(0, "kept scratch: no CUDA context of its own: %s", grove_ctx_last_error(gpu));
+        grove_ctx_destroy(gpu);
+        return;
+    }
     memset(set, 0, sizeof set);
+    opts_curv(&K.o, 4, 32, 0.25); /* 3-53% of each set clamped, counts 4..32 */
     for (int k = 0; k < NSET; k++) {
-        grove_bezier_opts o;
-        grove_bezier_default_opts(&o);
+        grove_bezier_stats st;
         gen(&set[k], r, ns[k], GEN_RANDOM, 10.0f + 40.0f * (float)k);
-        CHECK_OK(cpu, grove_bezier_tessellate(cpu, &set[k].c, &o, &ref[k], NULL));
+        CHECK_OK(cpu, grove_bezier_tessellate(cpu, &set[k].c, &K.o, &ref[k], &st));
+        cap[k] = st.capped;
+        CHECK_MSG(cap[k] > 0 && cap[k] < ns[k], "kept scratch: set %d clamps %llu curves", k,
+                  (unsigned long long)cap[k]);
         if (ref[k].n_vertices > maxv) maxv = ref[k].n_vertices;
     }
     K.gpu = gpu;
     K.set = set;
     K.ref = ref;
+    K.cap = cap;
     K.h_xy = (float *)tu_malloc(2 * maxv * sizeof(float));
     K.h_off = (uint64_t *)tu_malloc((ns[3] + 1) * sizeof(uint64_t));
     CHECK(cudaMalloc((void **)&K.d_cp, 8 * ns[3] * sizeof(float)) == cudaSuccess);
     CHECK(cudaMalloc((void **)&K.d_deg, ns[3]) == cudaSuccess);
     CHECK(cudaMalloc((void **)&K.d_off, (ns[3] + 1) * sizeof(uint64_t)) == cudaSuccess);
     CHECK(cudaMalloc((void **)&K.d_xy, 2 * maxv * sizeof(float)) == cudaSuccess);
-    /* (set, variant) in order; the sets' sizes differ, so a pass reads tile states of earlier
-     * passes with other values at its own tiles */
-    static const int seq[][2] = {{0, 0}, {1, 0}, {0, 0}, {2, 2}, {0, 0}, {1, 3}, {2, 0},
-                                 {0, 4}, {1, 0}, {3, 0}, {1, 0}, {2, 0}, {0, 0}};
+    /* (set, variant) in order: the first three calls make the scratch and grow it twice (each
+     * then at epoch 1, the last leaving set 3's states of epoch 1 at tiles 0..39); then calls
+     * of sizes and data that differ from one to the next, so that a pass finds tile states of
+     * earlier passes with other values at its own tiles */
+    static const int seq[][2] = {{1, 0}, {0, 0}, {3, 0}, {0, 0}, {1, 0}, {0, 0}, {2, 2},
+                                 {0, 0}, {1, 3}, {2, 0}, {0, 4}, {1, 0}, {2, 1}, {0, 0},
+                                 {1, 0}, {2, 0}, {0, 1}};
     int step = 0;
     for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
         if (g_no_cdp && seq[i][1] == 1) continue;
         kept_call(&K, step++, seq[i][0], seq[i][1]);
-    }
-    if (!g_no_cdp) {
-        kept_call(&K, step++, 2, 1); /* cdp: a count pass, then the children */
-        kept_call(&K, step++, 0, 0);
     }
     /* the hooks whose kernels do not clear the header: the state words copied back (6) and a
      * block a tile (1); the default after each */
@@ -1131,12 +1152,16 @@ static void test_kept_scratch(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
         grove__bz_flat_mode(0);
         kept_call(&K, step++, m == 0 ? 2 : 0, 0);
     }
-    /* across the epochs' wrap: the buffer is cleared and the count starts again */
-    {
-        const uint32_t last = grove__bz_kept_epoch(gpu, 0);
-        grove__bz_kept_epoch(gpu, last - 2);
-        for (int i = 0; i < 5; i++) kept_call(&K, step++, i & 1 ? 1 : 0, i == 2 ? 2 : 0);
-    }
+    /* across the epochs' wrap (the hook only moves forward): two passes at the last epochs,
+     * then the buffer is cleared and the count starts again at 1, with set 4 (set 3's size,
+     * other values) over the tiles where set 3's epoch-1 states were left */
+    grove__bz_kept_epoch_set(gpu, grove__bz_kept_epoch_max() - 2);
+    kept_call(&K, step++, 0, 0);
+    kept_call(&K, step++, 1, 0);
+    kept_call(&K, step++, 4, 0);
+    kept_call(&K, step++, 3, 0);
+    kept_call(&K, step++, 2, 2);
+    kept_call(&K, step++, 4, 0);
     cudaFree(K.d_cp);
     cudaFree(K.d_deg);
     cudaFree(K.d_off);
@@ -1147,6 +1172,7 @@ static void test_kept_scratch(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
         grove_polylines_free(&ref[k]);
         cs_free(&set[k]);
     }
+    grove_ctx_destroy(gpu);
 }
 
 /* The cdp variant's pending-launch paths, through the test hooks. With groups of 1 and every
@@ -1284,7 +1310,7 @@ int main(int argc, char **argv)
 #ifdef GROVE_HAVE_CUDA
         if (E.gpu) {
             test_device_calls(E.gpu, E.cpu, &r);
-            test_kept_scratch(E.gpu, E.cpu, &r);
+            test_kept_scratch(E.cpu, &r);
             if (!g_no_cdp) test_cdp_limits(&E, &r);
         }
 #endif
@@ -1297,7 +1323,7 @@ int main(int argc, char **argv)
 #ifdef GROVE_HAVE_CUDA
         if (E.gpu) {
             test_device_calls(E.gpu, E.cpu, &r);
-            test_kept_scratch(E.gpu, E.cpu, &r);
+            test_kept_scratch(E.cpu, &r);
             test_cdp_limits(&E, &r);
         }
 #endif

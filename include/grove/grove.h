@@ -91,11 +91,15 @@ typedef struct grove_ctx grove_ctx;
 typedef struct grove_ctx_opts {
     grove_backend backend; /* default GROVE_BACKEND_AUTO */
     int device;            /* CUDA device index, default 0 */
-    void *stream;          /* cudaStream_t to run on, borrowed; NULL: the context creates its own */
+    void *stream;          /* cudaStream_t to run on, borrowed (it must stay valid until
+                              grove_ctx_destroy, which queues frees on it and waits for it);
+                              NULL: the context creates its own */
     int num_threads;       /* CPU threads; 0 (default): OpenMP's default */
     size_t device_mem_limit; /* CUDA backend: most bytes of device memory grove itself may hold
                                 at once for this context (staging and scratch buffers of the
-                                host-pointer calls); a call that would need more fails with
+                                host-pointer calls, and the small scratch some modules keep
+                                from one call to the next, such as the Bezier tessellation's:
+                                16 bytes a 512 curves); a call that would need more fails with
                                 GROVE_ERR_DEVICE_OUT_OF_MEMORY. 0 (default): no limit but the
                                 GPU's. Memory the caller passes to _device calls is not counted.
                                 Device memory grove frees stays in the context's own pool for

@@ -657,12 +657,13 @@ extern "C" void grove__bz_flat_tune(int per) { g_per = per == 8 || per == 16 ? p
 
 extern "C" void grove__bz_flat_mode(int mode) { g_flat_mode = mode; }
 
-/* test hook: the number of the last pass in ctx's kept scratch (the next takes e + 1), so that
- * a test can cross the epochs' wrap; returns the largest epoch a pass may have */
-extern "C" uint32_t grove__bz_kept_epoch(grove_ctx *ctx, uint32_t e)
+/* test hooks: the largest epoch a pass may have, and setting the number of the last pass in
+ * ctx's kept scratch (the next takes e + 1), so that a test can cross the epochs' wrap (only
+ * forward: an epoch used again would let a pass take an earlier one's tile states) */
+extern "C" uint32_t grove__bz_kept_epoch_max(void) { return kMaxEpoch - 1; }
+extern "C" void grove__bz_kept_epoch_set(grove_ctx *ctx, uint32_t e)
 {
     ctx->kept_epoch[GROVE__KEPT_BEZIER] = e;
-    return kMaxEpoch - 1;
 }
 
 extern "C" void grove__bz_cdp_mode(int mode) { g_cdp_mode = mode; }

@@ -54,8 +54,9 @@ void grove__bz_flat_tune(int per);
  * words, then 4 a tile of 512 curves: %smid and %globaltimer at the tile's start and end),
  * nullptr for none. Not thread-safe. */
 void grove__bz_flat_mode(int mode);
-/* test hook (bezier_cuda.cu) */
-uint32_t grove__bz_kept_epoch(grove_ctx *ctx, uint32_t e);
+/* test hooks (bezier_cuda.cu) */
+uint32_t grove__bz_kept_epoch_max(void);
+void grove__bz_kept_epoch_set(grove_ctx *ctx, uint32_t e);
 void grove__bz_cdp_mode(int mode);
 void grove__bz_cdp_probe(unsigned long long *rec);
 

@@ -242,8 +242,12 @@ extern "C" grove_status grove__cuda_kept(grove_ctx *ctx, int slot, size_t bytes,
                                          uint32_t *epoch, int *fresh)
 {
     cudaStream_t s = (cudaStream_t)ctx->stream;
+    int made = 0;
     *p = NULL;
     *fresh = 0;
+    if (max_epoch < 2 || max_epoch == UINT32_MAX)
+        return grove__error(ctx, GROVE_ERR_INTERNAL, "%s: epochs up to %u", what,
+                            (unsigned)max_epoch);
     if (ctx->kept[slot] && ctx->kept_bytes[slot] < bytes) {
         grove__cuda_free(ctx, ctx->kept[slot], ctx->kept_bytes[slot], s);
         ctx->kept[slot] = NULL;
@@ -254,9 +258,9 @@ extern "C" grove_status grove__cuda_kept(grove_ctx *ctx, int slot, size_t bytes,
         GROVE_TRY(grove__cuda_alloc(ctx, &b, bytes, s, what));
         ctx->kept[slot] = b;
         ctx->kept_bytes[slot] = bytes;
-        ctx->kept_epoch[slot] = max_epoch; /* cleared below */
+        made = 1;
     }
-    if (ctx->kept_epoch[slot] + 1 >= max_epoch) {
+    if (made || ctx->kept_epoch[slot] >= max_epoch - 1) {
         ctx->kept_clean[slot] = 0;
         GROVE_CUDA_TRY(ctx, cudaMemsetAsync(ctx->kept[slot], 0, ctx->kept_bytes[slot], s), what);
         ctx->kept_epoch[slot] = 0;
