@@ -242,7 +242,6 @@ extern "C" grove_status grove__cuda_kept(grove_ctx *ctx, int slot, size_t bytes,
                                          uint32_t *epoch, int *fresh)
 {
     cudaStream_t s = (cudaStream_t)ctx->stream;
-    int made = 0;
     *p = NULL;
     *fresh = 0;
     if (max_epoch < 2 || max_epoch == UINT32_MAX)
@@ -258,9 +257,10 @@ extern "C" grove_status grove__cuda_kept(grove_ctx *ctx, int slot, size_t bytes,
         GROVE_TRY(grove__cuda_alloc(ctx, &b, bytes, s, what));
         ctx->kept[slot] = b;
         ctx->kept_bytes[slot] = bytes;
-        made = 1;
+        /* cleared below; marked so that a failed clearing is tried again by the next call */
+        ctx->kept_epoch[slot] = max_epoch - 1;
     }
-    if (made || ctx->kept_epoch[slot] >= max_epoch - 1) {
+    if (ctx->kept_epoch[slot] >= max_epoch - 1) {
         ctx->kept_clean[slot] = 0;
         GROVE_CUDA_TRY(ctx, cudaMemsetAsync(ctx->kept[slot], 0, ctx->kept_bytes[slot], s), what);
         ctx->kept_epoch[slot] = 0;
