@@ -3,37 +3,18 @@
  * exclusive scan of the counts, then every curve's vertices written in parallel. The arithmetic
  * is bezier_internal.h's, the same as the kernels', so the bytes equal the GPU's.
  */
-#if defined(__linux__) && !defined(_DEFAULT_SOURCE)
-#define _DEFAULT_SOURCE /* madvise */
-#endif
 #include <stdlib.h>
 #include <string.h>
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 #include "bezier_internal.h"
 
-/* The vertex buffer (returned to the caller, who frees it with free()). On Linux a large one is
- * aligned to 2 MiB and asked to be backed by huge pages, so that writing it the first time
- * takes one page fault per 2 MiB instead of per 4 KiB (the faults were a fifth of the CPU
- * backend's time at 10^6 curves); where the system does not give huge pages this way, nothing
- * changes. */
-static void *xy_alloc(size_t bytes)
-{
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    const size_t huge = (size_t)2 << 20;
-    if (bytes >= 16 * huge) {
-        const size_t rounded = (bytes + huge - 1) / huge * huge;
-        void *p = aligned_alloc(huge, rounded);
-        if (p) {
-            (void)madvise(p, rounded, MADV_HUGEPAGE);
-            return p;
-        }
-    }
-#endif
-    return malloc(bytes);
-}
+/* The vertex buffer is plain malloc memory (returned to the caller, who frees it with free()).
+ * For one session (de7bc79) a large one was aligned to 2 MiB and madvised for transparent huge
+ * pages: repeated calls in one process (the bench) ran 25% faster at 10^6
+ * curves, but where the kernel had to compact memory to find huge pages the first writing
+ * stalled: `grove bezier` on 10^6 curves, one call a process after CSV output had filled the
+ * page cache, tessellated in 220-390 ms in 7 runs of 8 against 63-77 ms with 4 KiB pages (a
+ * 2-core VM whose THP defrag setting is "madvise", the common default; docs/bezier.md). */
 
 /* The vertices of curves [c0, c1). The vertex sums are fmaf calls: where the CPU has fused
  * multiply-add instructions and AVX2 a clone compiled for them runs instead (the same bytes:
@@ -110,7 +91,7 @@ grove_status grove__bz_tessellate_cpu(grove_ctx *ctx, const grove_curves *in,
     out->offsets = off;
     out->xy = NULL;
     if (total > 0) {
-        float *xy = (float *)xy_alloc((size_t)total * 2 * sizeof *xy);
+        float *xy = (float *)malloc((size_t)total * 2 * sizeof *xy);
         if (!xy)
             return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
                                 "grove_bezier_tessellate: out of memory for %llu vertices",
