@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../prim/prim_cpu.h"
 #include "bezier_internal.h"
 
 /* The vertex buffer is plain malloc memory (returned to the caller, who frees it with free()).
@@ -57,33 +58,21 @@ grove_status grove__bz_tessellate_cpu(grove_ctx *ctx, const grove_curves *in,
     if (!off)
         return grove__error(ctx, GROVE_ERR_OUT_OF_MEMORY,
                             "grove_bezier_tessellate: out of memory for %zu offsets", n + 1);
-    /* The offsets: the curves are cut into one contiguous part a thread (one part below 2^15
-     * curves); each part's counts go into off[c + 1] and are summed as they are made, the parts'
-     * sums are scanned, and then every part scans its own counts from its base, in parallel
-     * (the scan was one sequential pass until 2026-11-29, which more threads do not shorten). */
-    enum { kMaxParts = 256 };
-    uint64_t part[kMaxParts + 1];
-    long long np = n < ((size_t)1 << 15) ? 1 : nt < 1 ? 1 : nt > kMaxParts ? kMaxParts : nt;
+    /* counts first, in off[c + 1], then prim's chunked parallel scan over them in place (the
+     * scan was one sequential pass until 2026-11-29, which more threads do not shorten) */
     off[0] = 0;
-#pragma omp parallel for num_threads((int)np) schedule(static, 1) reduction(+ : capped)
-    for (c = 0; c < np; c++) {
-        const size_t a = n * (size_t)c / (size_t)np, b = n * (size_t)(c + 1) / (size_t)np;
-        uint64_t sum = 0;
-        for (size_t i = a; i < b; i++) {
-            grove__bz_count k = grove__bz_count_curve(in->cp + 8 * i, in->degree[i], &r);
-            off[i + 1] = k.m;
-            sum += k.m;
-            capped += k.capped;
-        }
-        part[c + 1] = sum;
+#pragma omp parallel for num_threads(nt) schedule(static) reduction(+ : capped)
+    for (c = 0; c < (long long)n; c++) {
+        grove__bz_count k = grove__bz_count_curve(in->cp + 8 * (size_t)c, in->degree[c], &r);
+        off[c + 1] = k.m;
+        capped += k.capped;
     }
-    part[0] = 0;
-    for (long long p = 1; p <= np; p++) part[p] += part[p - 1];
-#pragma omp parallel for num_threads((int)np) schedule(static, 1)
-    for (c = 0; c < np; c++) {
-        const size_t a = n * (size_t)c / (size_t)np, b = n * (size_t)(c + 1) / (size_t)np;
-        uint64_t acc = part[c];
-        for (size_t i = a; i < b; i++) off[i + 1] = acc += off[i + 1];
+    /* n <= GROVE__BZ_MAX_N < 2^32, prim's bound */
+    const grove_status sc =
+        grove__cpu_scan(ctx, GROVE_U64, GROVE_OP_SUM, GROVE_SCAN_INCLUSIVE, off + 1, off + 1, n);
+    if (sc != GROVE_OK) {
+        free(off);
+        return sc;
     }
     total = off[n];
     out->n_curves = n;
