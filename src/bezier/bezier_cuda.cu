@@ -323,7 +323,6 @@ struct Scratch {
     grove_ctx *ctx;
     cudaStream_t s;
     void *buf;
-    size_t bytes;
     u64 *st;
     void *lb;
     uint32_t tag;
@@ -338,10 +337,8 @@ grove_status scratch_take(Scratch &S, size_t n)
     const grove_lb::LbLayout l = grove_lb::lb_layout(ntiles, sizeof(u64));
     void *p = nullptr;
     uint32_t epoch = 0;
-    int fresh = 0;
-    S.bytes = kStBytes + l.end;
-    GROVE_TRY(grove__cuda_kept(S.ctx, GROVE__KEPT_BEZIER, S.bytes, kMaxEpoch,
-                               "the Bezier tessellation's scratch", &p, &epoch, &fresh));
+    GROVE_TRY(grove__cuda_kept(S.ctx, GROVE__KEPT_BEZIER, kStBytes + l.end, kMaxEpoch,
+                               "the Bezier tessellation's scratch", &p, &epoch));
     S.buf = p;
     S.st = static_cast<u64 *>(S.buf);
     S.lb = static_cast<char *>(S.buf) + kStBytes;
@@ -379,8 +376,8 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
 {
     grove_ctx *ctx = S.ctx;
     const bool cache = ctx->device >= 0 && ctx->device < kOccDevices;
-    bool mapped = false;  /* the kernel leaves the state words in ctx->pinned */
-    bool cleared = false; /* and clears the scratch's header for the next pass */
+    bool mapped = false; /* the kernel leaves the state words in ctx->pinned and clears the
+                          * scratch's header for the next pass */
     GROVE_TRY(scratch_take(S, n));
     /* The tile states are tagged with this pass's epoch, so only the header (state words and
      * tile counter) must be zero: a writing pass's kernel leaves it so, and the next pass
@@ -430,7 +427,6 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
                 ctx->pinned_bytes >= S_COUNT * sizeof(u64))
                 hs_map = static_cast<u64 *>(ctx->pinned_dev);
             mapped = hs_map != nullptr;
-            cleared = mapped;
             st = writer_dispatch(al, g_per, [&](auto A, auto P) -> grove_status {
                 constexpr bool kA = decltype(A)::value;
                 constexpr int kPer = decltype(P)::value;
@@ -443,7 +439,7 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
                 if (mode == FLAT_PERSIST_ONE || mode == FLAT_PERSIST_EARLY_ONE) room = 1;
                 const unsigned g = (unsigned)(ntiles < (u64)room ? ntiles : (u64)room);
                 fn<<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter, ts, S.st, early,
-                                      hs_map, cleared ? 1 : 0);
+                                      hs_map, mapped ? 1 : 0);
                 return GROVE_OK;
             });
         }
@@ -455,7 +451,7 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
         GROVE_CUDA_TRY(ctx, cudaStreamSynchronize(S.s),
                        "bezier: counting and writing the vertices");
         memcpy(hs, ctx->pinned, S_COUNT * sizeof(u64));
-        clean = cleared;
+        clean = 1;
         return GROVE_OK;
     }
     /* through the context's page-locked scratch: a copy into pageable memory costs a staging
@@ -681,7 +677,7 @@ extern "C" grove_status grove__bz_count_device_cuda(grove_ctx *ctx, const float 
                                                     const grove_bezier_opts *o, uint64_t *d_offsets,
                                                     uint64_t *total)
 {
-    Scratch S = {ctx, (cudaStream_t)ctx->stream, NULL, 0, NULL, NULL, 0};
+    Scratch S = {ctx, (cudaStream_t)ctx->stream, NULL, NULL, NULL, 0};
     u64 hs[S_COUNT];
     GROVE_TRY(grove__cuda_use(ctx));
     GROVE_TRY(fused(S, d_cp, d_degree, n, o, (u64 *)d_offsets, NULL, 0, hs));
@@ -696,7 +692,7 @@ extern "C" grove_status grove__bz_tessellate_device_cuda(grove_ctx *ctx, const f
                                                          uint64_t capacity, uint64_t *total,
                                                          grove_bezier_stats *stats)
 {
-    Scratch S = {ctx, (cudaStream_t)ctx->stream, NULL, 0, NULL, NULL, 0};
+    Scratch S = {ctx, (cudaStream_t)ctx->stream, NULL, NULL, NULL, 0};
     const bool cdp = o->variant == GROVE_BEZIER_CDP;
     u64 hs[S_COUNT];
     GROVE_TRY(grove__cuda_use(ctx));
@@ -719,7 +715,7 @@ extern "C" grove_status grove__bz_tessellate_cuda(grove_ctx *ctx, const grove_cu
 {
     const size_t n = in->n;
     cudaStream_t s = (cudaStream_t)ctx->stream;
-    Scratch S = {ctx, s, NULL, 0, NULL, NULL, 0};
+    Scratch S = {ctx, s, NULL, NULL, NULL, 0};
     DevBuf cp = {ctx, s, NULL, 0}, deg = {ctx, s, NULL, 0}, off = {ctx, s, NULL, 0},
            xy = {ctx, s, NULL, 0};
     u64 hs[S_COUNT];

@@ -239,11 +239,10 @@ extern "C" void grove__cuda_free(grove_ctx *ctx, void *p, size_t bytes, void *st
 
 extern "C" grove_status grove__cuda_kept(grove_ctx *ctx, int slot, size_t bytes,
                                          uint32_t max_epoch, const char *what, void **p,
-                                         uint32_t *epoch, int *fresh)
+                                         uint32_t *epoch)
 {
     cudaStream_t s = (cudaStream_t)ctx->stream;
     *p = NULL;
-    *fresh = 0;
     if (max_epoch < 2 || max_epoch == UINT32_MAX)
         return grove__error(ctx, GROVE_ERR_INTERNAL, "%s: epochs up to %u", what,
                             (unsigned)max_epoch);
@@ -264,7 +263,6 @@ extern "C" grove_status grove__cuda_kept(grove_ctx *ctx, int slot, size_t bytes,
         ctx->kept_clean[slot] = 0;
         GROVE_CUDA_TRY(ctx, cudaMemsetAsync(ctx->kept[slot], 0, ctx->kept_bytes[slot], s), what);
         ctx->kept_epoch[slot] = 0;
-        *fresh = 1;
     }
     *epoch = ++ctx->kept_epoch[slot];
     *p = ctx->kept[slot];

@@ -29,13 +29,14 @@ grove_status grove__cuda_alloc(grove_ctx *ctx, void **p, size_t bytes, void *str
 void grove__cuda_free(grove_ctx *ctx, void *p, size_t bytes, void *stream);
 /* The context's kept device buffer of `slot` (GROVE__KEPT_*), at least `bytes` long, into *p,
  * for a call on the context's stream. It is made (from the pool, counted against
- * device_mem_limit while the context lives) and cleared to zero when missing or too small,
- * and then *fresh = 1; it is freed with the context. *epoch is the call's number in the buffer
- * (1, 2, ...); before a call would reach max_epoch the buffer is cleared again (stream-ordered)
- * and the count restarts at 1, *fresh = 1. A module uses the epoch to tell its own call's
- * words from those earlier calls left, so that it need not clear them each call. */
+ * device_mem_limit while the context lives) and cleared to zero when missing or too small; it
+ * is freed with the context. *epoch is the call's number in the buffer (1, 2, ...); before a
+ * call would reach max_epoch the buffer is cleared again (stream-ordered) and the count
+ * restarts at 1. A clearing sets the slot's kept_clean to 0. A module uses the epoch to tell
+ * its own call's words from those earlier calls left, so that it need not clear them each
+ * call. */
 grove_status grove__cuda_kept(grove_ctx *ctx, int slot, size_t bytes, uint32_t max_epoch,
-                              const char *what, void **p, uint32_t *epoch, int *fresh);
+                              const char *what, void **p, uint32_t *epoch);
 
 /* Makes the context's pool hold at least `bytes` of free memory mapped as one piece before a
  * call whose scratch peaks near `bytes`, so that its buffers are carved from one block rather
