@@ -21,6 +21,7 @@
 extern "C" void grove__bz_flat_tune(int per);
 extern "C" void grove__bz_flat_mode(int mode);
 extern "C" void grove__bz_cdp_mode(int mode);
+extern "C" void grove__bz_flat_events(void *e0, void *e1);
 
 namespace
 {
@@ -31,40 +32,49 @@ struct Dev {
     float *cp, *xy, *xy2;
     uint8_t *deg;
     uint64_t *off;
-    cudaEvent_t e0, e1;
+    cudaEvent_t e0, e1, k0, k1; /* around the call; around flat's kernel (the hook) */
     ~Dev()
     {
+        grove__bz_flat_events(nullptr, nullptr);
         cudaStreamSynchronize(s);
         void *b[] = {cp, xy, xy2, deg, off};
         for (void *p : b)
             if (p) cudaFree(p);
         if (e0) cudaEventDestroy(e0);
         if (e1) cudaEventDestroy(e1);
+        if (k0) cudaEventDestroy(k0);
+        if (k1) cudaEventDestroy(k1);
         cudaGetLastError(); /* teardown after a failure must not leave an error behind */
     }
 };
 
 #define BTRY(d, call, what) GROVE_CUDA_TRY((d).ctx, call, what)
 
-template <typename F> grove_status time_ms(Dev &d, int warmup, int repeats, F run, double *ms)
+/* The median of `repeats` calls of run after `warmup`, from events around each call; with kms,
+ * also the median between d.k0 and d.k1, which run records inside the call (the hook). */
+template <typename F>
+grove_status time_ms(Dev &d, int warmup, int repeats, F run, double *ms, double *kms = nullptr)
 {
-    double *t = (double *)malloc((size_t)(repeats > 0 ? repeats : 1) * sizeof(double));
+    const size_t r = (size_t)(repeats > 0 ? repeats : 1);
+    double *t = (double *)malloc(2 * r * sizeof(double));
     if (!t) return grove__error(d.ctx, GROVE_ERR_OUT_OF_MEMORY, "bench bezier: timing buffer");
     grove_status st = GROVE_OK;
     for (int i = 0; i < warmup + repeats; i++) {
-        float f = 0;
+        float f = 0, fk = 0;
         cudaEventRecord(d.e0, d.s);
         if ((st = run()) != GROVE_OK) break;
         cudaEventRecord(d.e1, d.s);
         cudaError_t e = cudaEventSynchronize(d.e1);
         if (e == cudaSuccess) e = cudaEventElapsedTime(&f, d.e0, d.e1);
+        if (e == cudaSuccess && kms) e = cudaEventElapsedTime(&fk, d.k0, d.k1);
         if (e != cudaSuccess) {
             st = grove__cuda_status(d.ctx, (int)e, "bench bezier: timing");
             break;
         }
-        if (i >= warmup) t[i - warmup] = f;
+        if (i >= warmup) t[i - warmup] = f, t[r + (size_t)(i - warmup)] = fk;
     }
     if (st == GROVE_OK) *ms = grove__bench_median(t, repeats);
+    if (st == GROVE_OK && kms) *kms = grove__bench_median(t + r, repeats);
     free(t);
     return st;
 }
@@ -80,7 +90,7 @@ extern "C" grove_status grove__bench_bezier_cuda(grove_ctx *ctx, const grove_cur
     const uint64_t tv = ref->n_vertices;
     const size_t xy_bytes = (size_t)tv * 2 * sizeof(float);
     const double bytes = 41.0 * (double)n + 8.0 * (double)tv;
-    Dev d = {ctx, (cudaStream_t)ctx->stream, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    Dev d = {ctx, (cudaStream_t)ctx->stream, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     float *h_xy = (float *)malloc(xy_bytes ? xy_bytes : 1);
     uint64_t *h_off = (uint64_t *)malloc((n + 1) * sizeof(uint64_t));
     grove_status st = GROVE_OK;
@@ -101,6 +111,8 @@ extern "C" grove_status grove__bench_bezier_cuda(grove_ctx *ctx, const grove_cur
     } while (0)
     ETRY(cudaEventCreate(&d.e0), "bench bezier: events");
     ETRY(cudaEventCreate(&d.e1), "bench bezier: events");
+    ETRY(cudaEventCreate(&d.k0), "bench bezier: events");
+    ETRY(cudaEventCreate(&d.k1), "bench bezier: events");
     ETRY(cudaMalloc((void **)&d.cp, 8 * n * sizeof(float)), "bench bezier: curves");
     ETRY(cudaMalloc((void **)&d.deg, n), "bench bezier: degrees");
     ETRY(cudaMalloc((void **)&d.off, (n + 1) * sizeof(uint64_t)), "bench bezier: offsets");
@@ -196,6 +208,20 @@ extern "C" grove_status grove__bench_bezier_cuda(grove_ctx *ctx, const grove_cur
                      size_name);
         grove__bench_add_row(rows, max_rows, nrows, op, "grove", (size_t)tv, ms, bytes, copy_gbps,
                              0.0, checked);
+        if (v == 0 && *nrows < max_rows) {
+            /* flat's kernel alone: the default call again, with events recorded inside it just
+             * before and after its kernel, so that the call's fixed costs (the launch's
+             * submission, the wait for the results, the closing event) are left out; checked
+             * as above (the same call) */
+            double kms = 0;
+            grove__bz_flat_events(d.k0, d.k1);
+            const grove_status ts = time_ms(d, w, r, run, &ms, &kms);
+            grove__bz_flat_events(nullptr, nullptr);
+            GROVE_TRY_END(st, ts);
+            snprintf(op, sizeof op, "flat_kernel_%s", size_name);
+            grove__bench_add_row(rows, max_rows, nrows, op, "grove", (size_t)tv, kms, bytes,
+                                 copy_gbps, 0.0, checked);
+        }
     }
 #undef ETRY
 _end:

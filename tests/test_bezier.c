@@ -32,6 +32,7 @@ void grove__bz_cdp_tune(size_t chunk_max, size_t device_cap, size_t group, unsig
 void grove__bz_cdp_plan(size_t *group, unsigned *big);
 void grove__bz_flat_tune(int per);
 void grove__bz_flat_mode(int mode);
+void grove__bz_flat_wait(int sync);
 void grove__bz_cdp_mode(int mode);
 uint32_t grove__bz_kept_epoch_max(void);
 void grove__bz_kept_epoch_set(grove_ctx *ctx, uint32_t e);
@@ -1152,6 +1153,13 @@ static void test_kept_scratch(grove_ctx *cpu, tu_rng *r)
         grove__bz_flat_mode(0);
         kept_call(&K, step++, m == 0 ? 2 : 0, 0);
     }
+    /* the stream waited for instead of the page-locked tag polled (devices set to block or
+     * yield while waiting): writing passes of other sizes before and after */
+    grove__bz_flat_wait(1);
+    kept_call(&K, step++, 3, 0);
+    kept_call(&K, step++, 1, 4);
+    grove__bz_flat_wait(0);
+    kept_call(&K, step++, 0, 0);
     /* across the epochs' wrap (the hook only moves forward): two passes at the last epochs,
      * then the buffer is cleared and the count starts again at 1, with set 4 (set 3's size,
      * other values) over the tiles where set 3's epoch-1 states were left */

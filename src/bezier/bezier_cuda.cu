@@ -69,6 +69,13 @@ enum FlatMode {
 };
 constexpr int kFlatDefault = FLAT_PERSIST;
 constexpr int kDoneWord = 8; /* st[8]: blocks finished (the zero-copy state words) */
+constexpr int kFlagWord = S_COUNT; /* the page-locked word after the state words: the tag of the
+                                    * pass whose state words are there */
+/* grove__bz_flat_wait: 1 waits for the stream instead of polling the tag (test hook) */
+int g_wait_sync = 0;
+/* grove__bz_flat_events: events recorded on the stream just before and after a writing pass's
+ * kernel (bench hook: the kernel's own time beside the call's) */
+cudaEvent_t g_kev[2] = {nullptr, nullptr};
 /* grove__bz_cdp_mode: 0 the default, else bezier_cdp.cu's child variant (1: a tile a block, the
  * child before session 8; 2: 4 tiles a block, the default). */
 int g_cdp_mode = 0;
@@ -304,6 +311,9 @@ __global__ void __launch_bounds__(kT, 5)
             volatile u64 *vs = st;
             for (int i = 0; i < S_COUNT; i++) hs_map[i] = vs[i];
             __threadfence_system();
+            /* the pass's tag last: the host, polling it, reads the words above once it sees it
+             * (every block's outputs were fenced before its count of finished blocks) */
+            *(volatile u64 *)&hs_map[kFlagWord] = ts.tag;
             if (clear) {
                 /* every other block has finished: the state words and the tile counter are
                  * cleared for the next call (after this kernel in stream order), so that it
@@ -369,8 +379,41 @@ grove_status persist_room(grove_ctx *ctx, std::atomic<int> *slot, const void *fn
     return GROVE_OK;
 }
 
+/* Waits until the pass tagged `tag` has left its state words in the context's page-locked
+ * scratch (its last block writes the tag after them): the outputs are then complete and
+ * visible, and only that block is still running, clearing the scratch's header for the next
+ * pass (which comes after it in stream order). Polled, because the stream's own wait adds a few
+ * microseconds after the grid ends (2 us a call on the H200, 10^5 curves 0.025 -> 0.023 ms);
+ * where the device was set to block or yield while waiting, the stream is waited for instead.
+ * A failed kernel never writes the tag: the stream is asked now and then, and its error
+ * returned. */
+grove_status wait_tag(grove_ctx *ctx, cudaStream_t s, u64 tag, const char *what)
+{
+    if (!ctx->spin_wait || g_wait_sync) {
+        GROVE_CUDA_TRY(ctx, cudaStreamSynchronize(s), what);
+        return GROVE_OK;
+    }
+    const volatile u64 *flag = static_cast<const volatile u64 *>(ctx->pinned) + kFlagWord;
+    for (unsigned i = 1; *flag != tag; i++) {
+        if ((i & 1023u) == 0) {
+            const cudaError_t e = cudaStreamQuery(s);
+            if (e == cudaErrorNotReady) continue;
+            if (e != cudaSuccess) return grove__cuda_status(ctx, (int)e, what);
+            if (*flag == tag) break;
+            return grove__error(ctx, GROVE_ERR_INTERNAL,
+                                "%s: the kernel ended without leaving its results; this is a bug",
+                                what);
+        }
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return GROVE_OK;
+}
+
 /* The single pass: offsets into d_off (n + 1 words), the vertices below cap into d_xy (cap 0:
- * counts only); then the state words into hs (synchronizes). hs[S_TOTAL] is the total. */
+ * counts only); then the state words into hs (waits for them). hs[S_TOTAL] is the total. */
 grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n,
                    const grove_bezier_opts *o, u64 *d_off, float *d_xy, u64 cap, u64 *hs)
 {
@@ -421,12 +464,18 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
             const int early =
                 cap == 0 || mode == FLAT_PERSIST_EARLY || mode == FLAT_PERSIST_EARLY_ONE;
             const bool last = !early && mode != FLAT_PERSIST_AFTER;
-            /* when it writes (the call's last step), the state words come back zero-copy */
+            /* the state words come back zero-copy, and the kernel clears the header for the
+             * next pass (counting only too, since 2026-11-29: count-only calls and cdp's count
+             * pass had copied them back and left the header to the next pass's memset) */
             u64 *hs_map = nullptr;
-            if (cap > 0 && mode != FLAT_PERSIST_FETCH && ctx->pinned_dev &&
-                ctx->pinned_bytes >= S_COUNT * sizeof(u64))
+            if (mode != FLAT_PERSIST_FETCH && ctx->pinned_dev &&
+                ctx->pinned_bytes >= (kFlagWord + 1) * sizeof(u64))
                 hs_map = static_cast<u64 *>(ctx->pinned_dev);
             mapped = hs_map != nullptr;
+            /* the tag of an earlier pass could only equal this one's after the epochs' wrap */
+            if (mapped) static_cast<volatile u64 *>(ctx->pinned)[kFlagWord] = 0;
+            if (g_kev[0] && cap > 0)
+                GROVE_CUDA_TRY(ctx, cudaEventRecord(g_kev[0], S.s), "bezier: the bench's event");
             st = writer_dispatch(al, g_per, [&](auto A, auto P) -> grove_status {
                 constexpr bool kA = decltype(A)::value;
                 constexpr int kPer = decltype(P)::value;
@@ -445,11 +494,12 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
         }
         GROVE_TRY(st);
         GROVE_CUDA_LAUNCHED(ctx, "bezier: launching the tessellation kernel");
+        if (g_kev[1] && cap > 0 && mode != FLAT_BLOCK_A_TILE)
+            GROVE_CUDA_TRY(ctx, cudaEventRecord(g_kev[1], S.s), "bezier: the bench's event");
     }
     if (mapped) {
         /* the kernel wrote the state words into the page-locked scratch: nothing is copied */
-        GROVE_CUDA_TRY(ctx, cudaStreamSynchronize(S.s),
-                       "bezier: counting and writing the vertices");
+        GROVE_TRY(wait_tag(ctx, S.s, S.tag, "bezier: counting and writing the vertices"));
         memcpy(hs, ctx->pinned, S_COUNT * sizeof(u64));
         clean = 1;
         return GROVE_OK;
@@ -652,6 +702,14 @@ extern "C" void grove__bz_cdp_tune(size_t chunk_max, size_t device_cap, size_t g
 extern "C" void grove__bz_flat_tune(int per) { g_per = per == 8 || per == 16 ? per : 0; }
 
 extern "C" void grove__bz_flat_mode(int mode) { g_flat_mode = mode; }
+
+extern "C" void grove__bz_flat_wait(int sync) { g_wait_sync = sync; }
+
+extern "C" void grove__bz_flat_events(void *e0, void *e1)
+{
+    g_kev[0] = static_cast<cudaEvent_t>(e0);
+    g_kev[1] = static_cast<cudaEvent_t>(e1);
+}
 
 /* test hooks: the largest epoch a pass may have, and setting the number of the last pass in
  * ctx's kept scratch (the next takes e + 1), so that a test can cross the epochs' wrap (only

@@ -36,6 +36,9 @@ struct grove_ctx {
     void *pinned;          /* page-locked host scratch for grove__cuda_fetch, or NULL */
     size_t pinned_bytes;
     void *pinned_dev;      /* its device address (mapped), or NULL */
+    int spin_wait;         /* 1 unless the device was set to block or yield while waiting
+                            * (cudaDeviceScheduleBlockingSync, cudaDeviceScheduleYield): a call
+                            * may then poll page-locked memory for its kernel's results */
     /* per slot: the kept device buffer, its size, the number of the call using it (from 1),
      * and whether its owner left it ready for the next call without clearing (the owner's
      * flag: cleared when the buffer is made, set and read only by the owner) */

@@ -106,6 +106,15 @@ extern "C" grove_status grove__cuda_ctx_init(grove_ctx *ctx, void *user_stream)
             return grove__cuda_status(ctx, (int)e, "creating the context's memory pool");
         }
     }
+    {
+        unsigned fl = 0;
+        if (cudaGetDeviceFlags(&fl) == cudaSuccess) {
+            fl &= cudaDeviceScheduleMask;
+            ctx->spin_wait = fl != cudaDeviceScheduleBlockingSync && fl != cudaDeviceScheduleYield;
+        } else {
+            cudaGetLastError();
+        }
+    }
     /* Optional: without it grove__cuda_fetchv copies into pageable memory. */
     if (cudaMallocHost(&ctx->pinned, kPinnedBytes) == cudaSuccess) {
         void *dp = NULL;
