@@ -22,8 +22,9 @@
  *                          scheduling before session 8);
  *   flat_k16_<size>        flat with the tile writer in chunks of 16 vertices a thread instead
  *                          of 32 (the hook; flat's chunks before 2026-11-28);
- *   flat_after_<size>      flat with a block taking its next tile after writing the current
- *                          one instead of at its last chunk (the hook; before 2026-11-29);
+ *   flat_last_<size>       flat with a block taking its next tile at the start of the current
+ *                          one's last chunk instead of after writing it with later tiles'
+ *                          curves asked of L2 ahead (the hook; the default until 2026-11-29);
  *   cdp_tile_<size>_launches=N  cdp with group children of a tile a block instead of 4 (the
  *                          hook; the child before session 8).
  * Variant rows: n = vertices written, so items/s = vertices/s; GB/s counts the bytes that must

@@ -160,7 +160,8 @@ extern "C" grove_status grove__bench_bezier_cuda(grove_ctx *ctx, const grove_cur
 
     /* v: 0 flat, 1 cdp, 2 flat with a block a tile (the hook), 3 cdp with children of a tile a
      * block (the hook), 4 flat in chunks of 16 vertices a thread (the hook), 5 flat taking the
-     * next tile after writing the current one (the hook) */
+     * next tile at the start of the current one's last chunk (the hook; the default until
+     * 2026-11-29) */
     for (int v = 0; v < 6 && *nrows < max_rows; v++) {
         grove_bezier_opts o;
         grove_bezier_stats bs;
@@ -203,7 +204,7 @@ extern "C" grove_status grove__bench_bezier_cuda(grove_ctx *ctx, const grove_cur
             snprintf(op, sizeof op,
                      v == 2   ? "flat_tile_%s"
                      : v == 4 ? "flat_k16_%s"
-                     : v == 5 ? "flat_after_%s"
+                     : v == 5 ? "flat_last_%s"
                               : "flat_%s",
                      size_name);
         grove__bench_add_row(rows, max_rows, nrows, op, "grove", (size_t)tv, ms, bytes, copy_gbps,

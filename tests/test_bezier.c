@@ -390,8 +390,8 @@ static void run_case(const env *E, const char *what, const grove_curves *in,
          * persistent blocks taking their next tile early; one persistent block taking every
          * tile in turn (late, early); the state words copied back; chunks of 16 with one
          * persistent block and with the default blocks, chunks of 8 with one; the next tile
-         * taken after the current one is written instead of at its last chunk (the hooks'
-         * numbers) */
+         * taken at the start of the current one's last chunk instead of after it is written
+         * (the hooks' numbers) */
         enum { NFP = 11 };
         const int fper[NFP] = {0, 8, 0, 0, 0, 0, 0, 16, 16, 8, 0},
                   fmodes[NFP] = {0, 0, 1, 3, 4, 5, 6, 4, 0, 4, 7};

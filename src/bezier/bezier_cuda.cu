@@ -64,10 +64,12 @@ enum FlatMode {
     FLAT_PERSIST_ONE,       /* test hook: persistent, one block (all tiles in turn) */
     FLAT_PERSIST_EARLY_ONE, /* the same, early */
     FLAT_PERSIST_FETCH,     /* persistent, the state words copied back (not zero-copy) */
-    FLAT_PERSIST_AFTER      /* persistent, the next tile taken after the current one is written
-                             * (the default's scheduling until 2026-11-29) */
+    FLAT_PERSIST_LAST       /* persistent, the next tile taken (and its curves asked of L2) at the
+                             * start of the current one's last chunk: the default from the
+                             * sixteenth session until the twentieth (2026-11-29) */
 };
 constexpr int kFlatDefault = FLAT_PERSIST;
+constexpr int kAheadDiv = 5; /* the L2 prefetch runs room / kAheadDiv tiles ahead of the claims */
 constexpr int kDoneWord = 8; /* st[8]: blocks finished (the zero-copy state words) */
 constexpr int kFlagWord = S_COUNT; /* the page-locked word after the state words: the tag of the
                                     * pass whose state words are there */
@@ -127,9 +129,26 @@ struct CallState {
 /* epochs below 2^30, so that tag | status fits the status word */
 constexpr uint32_t kMaxEpoch = 1u << 30;
 
+/* Called by one whole warp: asks L2 for tile `id`'s control points (32 B a curve) and degrees,
+ * a 128-byte line a request, every line inside the input (none past the last tile). */
+__device__ __forceinline__ void prefetch_tile(u64 id, u64 ntiles, u64 n,
+                                              const float *__restrict__ cp,
+                                              const uint8_t *__restrict__ deg)
+{
+    if (id >= ntiles) return;
+    const unsigned lane = threadIdx.x & 31u;
+    const u64 c0 = id * kC;
+    const u64 C = n - c0 < (u64)kC ? n - c0 : (u64)kC;
+    const char *pc = reinterpret_cast<const char *>(cp + 8 * c0);
+    const u64 lines = (32 * C + 127) / 128;
+    for (u64 l = lane; l < lines; l += 32)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(pc + 128 * l));
+    if (lane < (C + 127) / 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(deg + c0 + 128 * lane));
+}
+
 /* Called by one whole warp: takes the block's next tile id from the counter into f.id[nb] and
- * asks L2 for that tile's control points (32 B a curve) and degrees, a 128-byte line a request,
- * every line inside the input. */
+ * asks L2 for that tile's curves. */
 __device__ __forceinline__ void take_next(FusedSmem &f, int nb, uint32_t *counter, u64 ntiles,
                                           u64 n, const float *__restrict__ cp,
                                           const uint8_t *__restrict__ deg)
@@ -139,15 +158,7 @@ __device__ __forceinline__ void take_next(FusedSmem &f, int nb, uint32_t *counte
     if (lane == 0) nx = (int)atomicAdd(counter, 1u);
     nx = __shfl_sync(0xffffffffu, nx, 0);
     if (lane == 0) f.id[nb] = nx;
-    if ((u64)nx >= ntiles) return;
-    const u64 nc0 = (u64)nx * kC;
-    const u64 nC = n - nc0 < (u64)kC ? n - nc0 : (u64)kC;
-    const char *pc = reinterpret_cast<const char *>(cp + 8 * nc0);
-    const u64 lines = (32 * nC + 127) / 128;
-    for (u64 l = lane; l < lines; l += 32)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(pc + 128 * l));
-    if (lane < (nC + 127) / 128)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(deg + nc0 + 128 * lane));
+    prefetch_tile((u64)nx, ntiles, n, cp, deg);
 }
 
 /* One tile of the single pass (decoupled look-back, Merrill & Garland, with prim's tile states):
@@ -270,13 +281,16 @@ __global__ void __launch_bounds__(kT, 5)
  * Tile ids still come from the counter in order, so the look-back cannot deadlock whatever
  * the number of resident blocks. early: take the next tile id when this tile's prefix is
  * published and prefetch its curves into L2; else kLast: take it, and prefetch, at the start of
- * this tile's last chunk; else: take it when this tile is written. */
+ * this tile's last chunk; else: take it when this tile is written, and, with ahead > 0, ask L2
+ * at each tile's start for the curves of tile id + ahead, which another block will take about
+ * then (tiles are taken in order, one every few tens of nanoseconds), so that a tile is staged
+ * from L2 although it is taken only when the block is free to count it. */
 template <bool kAligned, int kPer, bool kLast = false>
 __global__ void __launch_bounds__(kT, 5)
     bz_fused_persist(const float *__restrict__ cp, const uint8_t *__restrict__ deg, u64 n,
                      grove__bz_rule r, u64 *__restrict__ off, float *__restrict__ xy, u64 cap,
                      uint32_t *counter, CallState ts, u64 *__restrict__ st,
-                     int early, u64 *hs_map, int clear)
+                     int early, u64 *hs_map, int clear, int ahead)
 {
     __shared__ TileSmemT<kPer> s;
     __shared__ FusedSmem f;
@@ -286,6 +300,7 @@ __global__ void __launch_bounds__(kT, 5)
     int cur = 0;
     for (int id = f.id[0]; (u64)id < ntiles;) {
         if (kLast && threadIdx.x == 0) f.id[cur ^ 1] = -1;
+        if (ahead > 0 && threadIdx.x < 32) prefetch_tile((u64)id + (u64)ahead, ntiles, n, cp, deg);
         fused_tile<kAligned, kPer, kLast>(s, f, id, cur ^ 1, early != 0, cp, deg, n, ntiles, r,
                                           off, xy, cap, counter, ts, st);
         if (kLast) {
@@ -459,11 +474,16 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
              * published (9% faster, measured: nothing to write meanwhile); when it writes, a
              * tile taken early would hold back the look-back of every later tile until the
              * vertices of the one before are written (12% slower, measured), so it takes its
-             * next tile at the start of the current one's last chunk (kLast; 4-5% faster than
-             * after the writing at 10^7 curves on the H200, 2026-11-29) */
+             * next tile when the current one is written, and the curves of the tile `ahead`
+             * places on are asked of L2 at each tile's start: a tile's total then comes a
+             * staging from L2 and a count after its claim, where a claim at the start of the
+             * last chunk (kLast, the hook) waited for a varying part of a chunk's writing
+             * first (10^7 curves on the H200, 2026-11-29: 0.541-0.548 ms against 0.550-0.556,
+             * half lines 0.423-0.428 against 0.452-0.457; taken at the end without the
+             * prefetch 0.579-0.582) */
             const int early =
                 cap == 0 || mode == FLAT_PERSIST_EARLY || mode == FLAT_PERSIST_EARLY_ONE;
-            const bool last = !early && mode != FLAT_PERSIST_AFTER;
+            const bool last = !early && mode == FLAT_PERSIST_LAST;
             /* the state words come back zero-copy, and the kernel clears the header for the
              * next pass (counting only too, since 2026-11-29: count-only calls and cdp's count
              * pass had copied them back and left the header to the next pass's memset) */
@@ -487,8 +507,12 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
                                        (const void *)fn, &room));
                 if (mode == FLAT_PERSIST_ONE || mode == FLAT_PERSIST_EARLY_ONE) room = 1;
                 const unsigned g = (unsigned)(ntiles < (u64)room ? ntiles : (u64)room);
+                /* ahead: a fifth of the full grid (132 tiles, 3-4 us of claims, on the H200's
+                 * 660 blocks; 32 tiles 0.547-0.548 ms, 256 0.564, 512 0.621: further ahead, the
+                 * vertices streaming through L2 evict the curves before they are staged) */
+                const int ahead = early || last ? 0 : room / kAheadDiv;
                 fn<<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter, ts, S.st, early,
-                                      hs_map, mapped ? 1 : 0);
+                                      hs_map, mapped ? 1 : 0, ahead);
                 return GROVE_OK;
             });
         }
