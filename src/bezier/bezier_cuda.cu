@@ -438,8 +438,8 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
                           * scratch's header for the next pass */
     GROVE_TRY(scratch_take(S, n));
     /* The tile states are tagged with this pass's epoch, so only the header (state words and
-     * tile counter) must be zero: a writing pass's kernel leaves it so, and the next pass
-     * skips the memset (a node of its own in the stream, about 5 us of a call, measured) */
+     * tile counter) must be zero: a persistent pass's kernel leaves it so (counting or
+     * writing, when the page-locked scratch is mapped), and the next pass skips the memset (a node of its own in the stream, about 5 us of a call, measured) */
     int &clean = ctx->kept_clean[GROVE__KEPT_BEZIER];
     const bool was_clean = clean != 0;
     clean = 0;

@@ -55,8 +55,9 @@ void grove__bz_flat_tune(int per);
  * words, then 4 a tile of 512 curves: %smid and %globaltimer at the tile's start and end),
  * nullptr for none. Not thread-safe. */
 void grove__bz_flat_mode(int mode);
-/* test hook: 1 makes a writing pass wait for its stream instead of polling the page-locked
- * tag its last block leaves (the path of devices set to block or yield while waiting) */
+/* test hook: 1 makes a single pass (counting or writing) wait for its stream instead of polling
+ * the page-locked tag its last block leaves (the path of devices set to block or yield while
+ * waiting) */
 void grove__bz_flat_wait(int sync);
 /* bench hook: CUDA events (cudaEvent_t) recorded on the stream just before and after a writing
  * pass's persistent kernel, so that the kernel's time can be read beside the call's; NULL, NULL
