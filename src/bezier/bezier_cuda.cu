@@ -633,6 +633,9 @@ grove_status write_cdp_all(Scratch &S, const float *d_cp, const uint8_t *d_deg, 
     const u64 capped = hs[S_CAPPED];
     u64 groups = 0;
     hs[S_LAUNCHES] = hs[S_BIG] = hs[S_FAILED] = 0;
+    /* the parent grids count their launches in the state words, which no kernel clears after
+     * them: the next pass clears the header first */
+    ctx->kept_clean[GROVE__KEPT_BEZIER] = 0;
     if (n > 0) {
         const cudaError_t pe = grove__bz_cdp_prepare();
         if (pe != cudaSuccess)
