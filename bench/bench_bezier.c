@@ -14,9 +14,10 @@
  *                          scan, offsets) without vertices, which cdp runs before its parent
  *                          grids (n = curves; bytes: the curves read, the offsets written);
  *   flat_<size>            grove_bezier_tessellate_device with the flat variant;
- *   flat_kernel_<size>     the same calls' kernel alone: CUDA events recorded inside the call
- *                          just before and after flat's kernel (the hook), so without the
- *                          launch's submission, the wait for the results and the closing event;
+ *   flat_kernel_<size>     the same calls' kernel: CUDA events recorded inside the call just
+ *                          before and after flat's kernel launch (the hook), so the kernel and
+ *                          its launch's submission, without the wait for the results, the
+ *                          host's return and the closing event;
  *   cdp_<size>_launches=N  the same with the cdp variant; N = the child grids launched;
  *   flat_tile_<size>       flat with a block a tile instead of persistent blocks (the hook; the
  *                          scheduling before session 8);

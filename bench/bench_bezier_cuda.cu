@@ -210,10 +210,10 @@ extern "C" grove_status grove__bench_bezier_cuda(grove_ctx *ctx, const grove_cur
         grove__bench_add_row(rows, max_rows, nrows, op, "grove", (size_t)tv, ms, bytes, copy_gbps,
                              0.0, checked);
         if (v == 0 && *nrows < max_rows) {
-            /* flat's kernel alone: the default call again, with events recorded inside it just
-             * before and after its kernel, so that the call's fixed costs (the launch's
-             * submission, the wait for the results, the closing event) are left out; checked
-             * as above (the same call) */
+            /* flat's kernel: the default call again, with events recorded inside it just
+             * before and after its kernel's launch, so that the wait for the results, the
+             * host's return and the closing event are left out (the launch's submission is
+             * in); checked as above (the same call) */
             double kms = 0;
             grove__bz_flat_events(d.k0, d.k1);
             const grove_status ts = time_ms(d, w, r, run, &ms, &kms);

@@ -106,13 +106,13 @@ grove_status grove_bezier_tessellate(grove_ctx *ctx, const grove_curves *in,
  *  Writes the n + 1 offsets to d_offsets and the total vertex count to *total (host). The
  *  input is not validated here (grove_bezier_tessellate() does); non-finite control points
  *  give unspecified counts but no fault. Work is queued on the context's stream; when the call
- *  returns, its results are written and visible to any later work, on any stream or from the
- *  host (the call waits for its kernel's last block to report them through page-locked memory;
- *  that block may still be finishing, which only work queued on the same stream waits for;
- *  where the device was set to block or yield while waiting, the call waits for the stream
- *  instead). The context keeps a small device scratch from one Bezier call to the
- *  next (512 bytes and 16 bytes a 512 curves: 0.3 MB for 10^7 curves), grown for the largest
- *  call, counted against device_mem_limit and freed with the context. */
+ *  returns, its results are written and visible to any later work on any stream and to copies
+ *  to the host (the call waits for its kernel's last block to report them through page-locked
+ *  memory; that block may still be finishing, which only work queued on the same stream waits
+ *  for; where the device was set to block or yield while waiting, the call waits for the stream
+ *  instead). The context keeps a small device scratch from one Bezier call to the next (512
+ *  bytes and 16 bytes a 512 curves: 0.3 MB for 10^7 curves), grown for the largest call,
+ *  counted against device_mem_limit and freed with the context. */
 grove_status grove_bezier_count_device(grove_ctx *ctx, const float *d_cp, const uint8_t *d_degree,
                                        size_t n, const grove_bezier_opts *opts,
                                        uint64_t *d_offsets, uint64_t *total);

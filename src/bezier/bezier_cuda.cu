@@ -73,8 +73,10 @@ constexpr int kAheadDiv = 5; /* the L2 prefetch runs room / kAheadDiv tiles ahea
 constexpr int kDoneWord = 8; /* st[8]: blocks finished (the zero-copy state words) */
 constexpr int kFlagWord = S_COUNT; /* the page-locked word after the state words: the tag of the
                                     * pass whose state words are there */
-/* grove__bz_flat_wait: 1 waits for the stream instead of polling the tag (test hook) */
+/* grove__bz_flat_wait: 1 waits for the stream instead of polling the tag (test hook);
+ * grove__bz_flat_polls: the waits that polled the tag (test hook) */
 int g_wait_sync = 0;
+std::atomic<unsigned long long> g_polled_waits{0};
 /* grove__bz_flat_events: events recorded on the stream just before and after a writing pass's
  * kernel (bench hook: the kernel's own time beside the call's) */
 cudaEvent_t g_kev[2] = {nullptr, nullptr};
@@ -408,22 +410,25 @@ grove_status wait_tag(grove_ctx *ctx, cudaStream_t s, u64 tag, const char *what)
         GROVE_CUDA_TRY(ctx, cudaStreamSynchronize(s), what);
         return GROVE_OK;
     }
-    const volatile u64 *flag = static_cast<const volatile u64 *>(ctx->pinned) + kFlagWord;
-    for (unsigned i = 1; *flag != tag; i++) {
+    g_polled_waits.fetch_add(1, std::memory_order_relaxed);
+    /* an acquire load: the state words, written before the tag, are read after it */
+    u64 *const flag = static_cast<u64 *>(ctx->pinned) + kFlagWord;
+    for (unsigned i = 1; __atomic_load_n(flag, __ATOMIC_ACQUIRE) != tag; i++) {
         if ((i & 1023u) == 0) {
             const cudaError_t e = cudaStreamQuery(s);
             if (e == cudaErrorNotReady) continue;
             if (e != cudaSuccess) return grove__cuda_status(ctx, (int)e, what);
-            if (*flag == tag) break;
+            if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == tag) break;
             return grove__error(ctx, GROVE_ERR_INTERNAL,
                                 "%s: the kernel ended without leaving its results; this is a bug",
                                 what);
         }
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
+#elif defined(__aarch64__)
+        __asm__ __volatile__("yield");
 #endif
     }
-    std::atomic_thread_fence(std::memory_order_acquire);
     return GROVE_OK;
 }
 
@@ -493,7 +498,7 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
                 hs_map = static_cast<u64 *>(ctx->pinned_dev);
             mapped = hs_map != nullptr;
             /* the tag of an earlier pass could only equal this one's after the epochs' wrap */
-            if (mapped) static_cast<volatile u64 *>(ctx->pinned)[kFlagWord] = 0;
+            if (mapped) __atomic_store_n(static_cast<u64 *>(ctx->pinned) + kFlagWord, 0ull, __ATOMIC_RELAXED);
             if (g_kev[0] && cap > 0)
                 GROVE_CUDA_TRY(ctx, cudaEventRecord(g_kev[0], S.s), "bezier: the bench's event");
             st = writer_dispatch(al, g_per, [&](auto A, auto P) -> grove_status {
@@ -731,6 +736,11 @@ extern "C" void grove__bz_flat_tune(int per) { g_per = per == 8 || per == 16 ? p
 extern "C" void grove__bz_flat_mode(int mode) { g_flat_mode = mode; }
 
 extern "C" void grove__bz_flat_wait(int sync) { g_wait_sync = sync; }
+
+extern "C" unsigned long long grove__bz_flat_polls(void)
+{
+    return g_polled_waits.load(std::memory_order_relaxed);
+}
 
 extern "C" void grove__bz_flat_events(void *e0, void *e1)
 {

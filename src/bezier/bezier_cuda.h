@@ -59,6 +59,8 @@ void grove__bz_flat_mode(int mode);
  * the page-locked tag its last block leaves (the path of devices set to block or yield while
  * waiting) */
 void grove__bz_flat_wait(int sync);
+/* test hook: how many single passes of this process polled the tag (the default wait) */
+unsigned long long grove__bz_flat_polls(void);
 /* bench hook: CUDA events (cudaEvent_t) recorded on the stream just before and after a writing
  * pass's persistent kernel, so that the kernel's time can be read beside the call's; NULL, NULL
  * for none. Not thread-safe. */
