@@ -292,7 +292,7 @@ __global__ void __launch_bounds__(kT, 5)
     bz_fused_persist(const float *__restrict__ cp, const uint8_t *__restrict__ deg, u64 n,
                      grove__bz_rule r, u64 *__restrict__ off, float *__restrict__ xy, u64 cap,
                      uint32_t *counter, CallState ts, u64 *__restrict__ st,
-                     int early, u64 *hs_map, int clear, int ahead)
+                     int early, u64 *hs_map, int ahead)
 {
     __shared__ TileSmemT<kPer> s;
     __shared__ FusedSmem f;
@@ -331,14 +331,12 @@ __global__ void __launch_bounds__(kT, 5)
             /* the pass's tag last: the host, polling it, reads the words above once it sees it
              * (every block's outputs were fenced before its count of finished blocks) */
             *(volatile u64 *)&hs_map[kFlagWord] = ts.tag;
-            if (clear) {
-                /* every other block has finished: the state words and the tile counter are
-                 * cleared for the next call (after this kernel in stream order), so that it
-                 * needs no memset of its own */
-                for (int i = 0; i < S_COUNT; i++) vs[i] = 0;
-                vs[kDoneWord] = 0;
-                *(volatile uint32_t *)counter = 0;
-            }
+            /* every other block has finished: the state words and the tile counter are
+             * cleared for the next call (after this kernel in stream order), so that it needs
+             * no memset of its own */
+            for (int i = 0; i < S_COUNT; i++) vs[i] = 0;
+            vs[kDoneWord] = 0;
+            *(volatile uint32_t *)counter = 0;
         }
     }
 }
@@ -441,10 +439,12 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
     const bool cache = ctx->device >= 0 && ctx->device < kOccDevices;
     bool mapped = false; /* the kernel leaves the state words in ctx->pinned and clears the
                           * scratch's header for the next pass */
+    bool timed = false;  /* the bench's events are recorded around the kernel */
     GROVE_TRY(scratch_take(S, n));
     /* The tile states are tagged with this pass's epoch, so only the header (state words and
      * tile counter) must be zero: a persistent pass's kernel leaves it so (counting or
-     * writing, when the page-locked scratch is mapped), and the next pass skips the memset (a node of its own in the stream, about 5 us of a call, measured) */
+     * writing, when the page-locked scratch is mapped), and the next pass skips the memset (a
+     * node of its own in the stream, about 5 us of a call, measured) */
     int &clean = ctx->kept_clean[GROVE__KEPT_BEZIER];
     const bool was_clean = clean != 0;
     clean = 0;
@@ -498,8 +498,11 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
                 hs_map = static_cast<u64 *>(ctx->pinned_dev);
             mapped = hs_map != nullptr;
             /* the tag of an earlier pass could only equal this one's after the epochs' wrap */
-            if (mapped) __atomic_store_n(static_cast<u64 *>(ctx->pinned) + kFlagWord, 0ull, __ATOMIC_RELAXED);
-            if (g_kev[0] && cap > 0)
+            if (mapped)
+                __atomic_store_n(static_cast<u64 *>(ctx->pinned) + kFlagWord, 0ull,
+                                 __ATOMIC_RELAXED);
+            timed = g_kev[0] && cap > 0;
+            if (timed)
                 GROVE_CUDA_TRY(ctx, cudaEventRecord(g_kev[0], S.s), "bezier: the bench's event");
             st = writer_dispatch(al, g_per, [&](auto A, auto P) -> grove_status {
                 constexpr bool kA = decltype(A)::value;
@@ -517,13 +520,13 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
                  * vertices streaming through L2 evict the curves before they are staged) */
                 const int ahead = early || last ? 0 : room / kAheadDiv;
                 fn<<<g, kT, 0, S.s>>>(d_cp, d_deg, n, r, d_off, d_xy, cap, counter, ts, S.st, early,
-                                      hs_map, mapped ? 1 : 0, ahead);
+                                      hs_map, ahead);
                 return GROVE_OK;
             });
         }
         GROVE_TRY(st);
         GROVE_CUDA_LAUNCHED(ctx, "bezier: launching the tessellation kernel");
-        if (g_kev[1] && cap > 0 && mode != FLAT_BLOCK_A_TILE)
+        if (timed)
             GROVE_CUDA_TRY(ctx, cudaEventRecord(g_kev[1], S.s), "bezier: the bench's event");
     }
     if (mapped) {

@@ -49,8 +49,9 @@ void grove__bz_flat_tune(int per);
  * with one block (every tile in turn), 6 as 2 with the state words copied back instead of written
  * to the context's page-locked scratch by the kernel, 7 as 2 with the next tile taken (and its
  * curves asked of L2) at the start of the current one's last chunk instead of after it is
- * written with the curves of later tiles asked of L2 ahead (the default until 2026-11-29). cdp: the group child, 1 a
- * tile a block (the child before session 8), 2 four tiles a block (the default).
+ * written with the curves of later tiles asked of L2 ahead (the default until 2026-11-29).
+ * cdp: the group child, 1 a tile a block (the child before session 8), 2 four tiles a block
+ * (the default).
  * grove__bz_cdp_probe: per-block records of the cdp children into device memory rec (16 header
  * words, then 4 a tile of 512 curves: %smid and %globaltimer at the tile's start and end),
  * nullptr for none. Not thread-safe. */
