@@ -362,9 +362,12 @@ static uint64_t cdp_launches(const grove_polylines *p, const grove_bezier_opts *
 #endif
 }
 
-/* The chunk width hook's value for case v of the device-call loops: flat 0 (the default, 32),
- * 8 and 16; cdp 0 (its default, 16) and 8. */
-static int bz_per(int v) { return v == 1 || v == 4 ? 8 : v == 2 ? 16 : 0; }
+/* The device-call loops' cases: v 0..2 and 5 flat, 3 and 4 cdp (skipped without CDP). */
+#define BZ_CASES 6
+static int bz_cdp(int v) { return v == 3 || v == 4; }
+/* The chunk width hook's value for case v: flat 0 (the default, 64), 8, 16 and 32 (the
+ * default until 2026-11-29); cdp 0 (its default, 16) and 8. */
+static int bz_per(int v) { return v == 1 || v == 4 ? 8 : v == 2 ? 16 : v == 5 ? 32 : 0; }
 
 static void run_case(const env *E, const char *what, const grove_curves *in,
                      const grove_bezier_opts *o, int full_check)
@@ -387,15 +390,15 @@ static void run_case(const env *E, const char *what, const grove_curves *in,
         const int cmodes[5] = {0, 0, 0, 1, 1};
         const int nplans = in->n <= 5000 ? 5 : 1;
         /* flat (and auto): the default kernel (persistent blocks, state words zero-copy, the
-         * tile writer in chunks of 32 vertices a thread), then in chunks of 8; a block a tile;
+         * tile writer in chunks of 64 vertices a thread), then in chunks of 8; a block a tile;
          * persistent blocks taking their next tile early; one persistent block taking every
          * tile in turn (late, early); the state words copied back; chunks of 16 with one
          * persistent block and with the default blocks, chunks of 8 with one; the next tile
-         * taken at the start of the current one's last chunk instead of after it is written
-         * (the hooks' numbers) */
-        enum { NFP = 11 };
-        const int fper[NFP] = {0, 8, 0, 0, 0, 0, 0, 16, 16, 8, 0},
-                  fmodes[NFP] = {0, 0, 1, 3, 4, 5, 6, 4, 0, 4, 7};
+         * taken at the start of the current one's last chunk instead of after it is written;
+         * chunks of 32 (the default until 2026-11-29) (the hooks' numbers) */
+        enum { NFP = 12 };
+        const int fper[NFP] = {0, 8, 0, 0, 0, 0, 0, 16, 16, 8, 0, 32},
+                  fmodes[NFP] = {0, 0, 1, 3, 4, 5, 6, 4, 0, 4, 7, 0};
 #else
         enum { NFP = 1 };
         const int nplans = 1;
@@ -915,7 +918,7 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
      * output where a writer handles an edge apart (the first vertex, the first and second pair,
      * around the end of the first tile, half, the last two vertices), the output 16-byte
      * aligned, 8-byte aligned (the first vertex in a pair's second half) and 4-byte aligned
-     * (float by float). v: flat (the tile writer in chunks of 32 vertices a thread), flat in
+     * (float by float). v: flat (the tile writer in chunks of 64 vertices a thread), flat in
      * chunks of 8 and of 16, cdp */
     {
         const uint64_t a0 = ref.offsets[512 < n ? 512 : n]; /* the first tile's vertices */
@@ -949,11 +952,11 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
     grove__bz_flat_tune(0);
     o.variant = GROVE_BEZIER_AUTO;
     /* exact capacity, aligned (16 and 8 bytes) and unaligned output; v: flat with the tile
-     * writer in chunks of 32, 8 and 16 vertices a thread, cdp with its children in chunks of 16
-     * and of 8 (bz_per's hook values) */
-    for (int v = 0; v < 5 - 2 * g_no_cdp; v++)
-        for (int shift = 0; shift < 3; shift++) {
-            o.variant = v >= 3 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
+     * writer in chunks of 64, 8, 16 and 32 vertices a thread, cdp with its children in chunks
+     * of 16 and of 8 (bz_per's hook values) */
+    for (int v = 0; v < BZ_CASES; v++)
+        for (int shift = 0; shift < 3 && !(g_no_cdp && bz_cdp(v)); shift++) {
+            o.variant = bz_cdp(v) ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
             grove__bz_flat_tune(bz_per(v));
             cudaMemset(d_xy, 0x7f, (2 * tv + 2) * sizeof(float));
             CHECK_OK(gpu, grove_bezier_tessellate_device(gpu, d_cp, d_deg, n, &o, d_off,
@@ -964,11 +967,11 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
             CHECK(st.variant == o.variant);
         }
     /* every curve mv vertices: with 8 a tile is exactly one chunk of 4096 vertices (two of
-     * 2048, half of one of 8192), with 16 one chunk of 8192 (two of 4096, four of 2048); at
-     * d_xy + 2 floats the pairs start one vertex early, so a last chunk holds one vertex
-     * (except 8 vertices a curve in chunks of 8192, where the tile's 4097 slots fit one chunk;
-     * v as above) */
-    for (uint32_t mv = 8; mv <= 16; mv += 8) {
+     * 2048, half of one of 8192 or of 16384), with 16 one chunk of 8192 (two of 4096, four of
+     * 2048, half of one of 16384), with 32 one chunk of 16384 (two of 8192, ...); at d_xy + 2
+     * floats the pairs start one vertex early, so a last chunk holds one vertex (except where
+     * the tile's slots and one fit a chunk; v as above) */
+    for (uint32_t mv = 8; mv <= 32; mv *= 2) {
         grove_bezier_opts o8;
         grove_polylines ref8;
         float *d8 = NULL, *h8;
@@ -978,10 +981,10 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
         CHECK(tv8 == mv * n);
         h8 = (float *)tu_malloc((2 * tv8 + 4) * sizeof(float));
         CHECK(cudaMalloc((void **)&d8, (2 * tv8 + 4) * sizeof(float)) == cudaSuccess);
-        for (int v = 0; v < 5 - 2 * g_no_cdp; v++)
-            for (int shift = 0; shift < 3; shift++) {
+        for (int v = 0; v < BZ_CASES; v++)
+            for (int shift = 0; shift < 3 && !(g_no_cdp && bz_cdp(v)); shift++) {
                 size_t bad = 0;
-                o8.variant = v >= 3 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
+                o8.variant = bz_cdp(v) ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
                 grove__bz_flat_tune(bz_per(v));
                 cudaMemset(d8, 0x7f, (2 * tv8 + 4) * sizeof(float));
                 CHECK_OK(gpu, grove_bezier_tessellate_device(gpu, d_cp, d_deg, n, &o8, d_off,

@@ -52,7 +52,8 @@ constexpr uint32_t kBigDefault = 1024;
 size_t g_chunk_max = 0, g_device_cap = 0, g_group = 0;
 uint32_t g_big = 0;
 /* grove__bz_flat_tune: the tile writer's chunk width (vertices a thread) instead of the
- * defaults (flat 32, the cdp children 16): 8 for both, or 16 for flat (test and bench hook) */
+ * defaults (flat 64, the cdp children 16): 8 for both, or 16 or 32 for flat (test and bench
+ * hook; 32 was flat's default until 2026-11-29) */
 int g_per = 0;
 /* grove__bz_flat_mode: 0 the default, else the one of enum FlatMode */
 int g_flat_mode = 0;
@@ -88,11 +89,11 @@ unsigned long long *g_cdp_rec = nullptr; /* grove__bz_cdp_probe */
 /* The persistent grid (multiprocessors x resident blocks of bz_fused_persist<aligned, kPer>) per
  * device, asked once: the occupancy query costs host time on every call otherwise. */
 constexpr int kOccDevices = 64;
-std::atomic<int> g_room[kOccDevices][12];
+std::atomic<int> g_room[kOccDevices][16];
 
 /* Calls f(A, P) with A = std::integral_constant<bool, al> and P = std::integral_constant<int,
- * kPer>, kPer = per when 8 or 16 and 32 otherwise (tile_write's chunks), so that one launch
- * site serves the six instantiations of a single-pass kernel. */
+ * kPer>, kPer = per when 8, 16 or 32 and 64 otherwise (tile_write's chunks), so that one launch
+ * site serves the eight instantiations of a single-pass kernel. */
 template <typename F> auto writer_dispatch(bool al, int per, F &&f)
 {
     using T = std::true_type;
@@ -100,8 +101,16 @@ template <typename F> auto writer_dispatch(bool al, int per, F &&f)
     using P8 = std::integral_constant<int, 8>;
     using P16 = std::integral_constant<int, 16>;
     using P32 = std::integral_constant<int, 32>;
-    if (al) return per == 8 ? f(T(), P8()) : per == 16 ? f(T(), P16()) : f(T(), P32());
-    return per == 8 ? f(N(), P8()) : per == 16 ? f(N(), P16()) : f(N(), P32());
+    using P64 = std::integral_constant<int, 64>;
+    if (al)
+        return per == 8    ? f(T(), P8())
+               : per == 16 ? f(T(), P16())
+               : per == 32 ? f(T(), P32())
+                           : f(T(), P64());
+    return per == 8    ? f(N(), P8())
+           : per == 16 ? f(N(), P16())
+           : per == 32 ? f(N(), P32())
+                       : f(N(), P64());
 }
 
 /* Shared memory of the single pass besides the tile's staging. */
@@ -508,8 +517,8 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
                 constexpr bool kA = decltype(A)::value;
                 constexpr int kPer = decltype(P)::value;
                 auto *fn = last ? bz_fused_persist<kA, kPer, true> : bz_fused_persist<kA, kPer>;
-                const int which =
-                    (last ? 6 : 0) + (kA ? 3 : 0) + (kPer == 8 ? 1 : kPer == 16 ? 2 : 0);
+                const int which = (last ? 8 : 0) + (kA ? 4 : 0) +
+                                  (kPer == 8 ? 1 : kPer == 16 ? 2 : kPer == 32 ? 3 : 0);
                 int room = 0;
                 GROVE_TRY(persist_room(ctx, cache ? &g_room[ctx->device][which] : nullptr,
                                        (const void *)fn, &room));
@@ -734,7 +743,10 @@ extern "C" void grove__bz_cdp_tune(size_t chunk_max, size_t device_cap, size_t g
     g_big = big;
 }
 
-extern "C" void grove__bz_flat_tune(int per) { g_per = per == 8 || per == 16 ? per : 0; }
+extern "C" void grove__bz_flat_tune(int per)
+{
+    g_per = per == 8 || per == 16 || per == 32 ? per : 0;
+}
 
 extern "C" void grove__bz_flat_mode(int mode) { g_flat_mode = mode; }
 

@@ -482,9 +482,9 @@ constexpr int kCpUnits = cp_unit(kC + 1);
 /* State words in device memory (both .cu files use them). */
 enum { S_CAPPED = 0, S_FAILED, S_ERR, S_LAUNCHES, S_BIG, S_TOTAL, S_COUNT };
 
-/* One tile's staging, for tile_write's chunks of up to kPM vertices a thread (8, 16 or 32; the
- * chunk flags take kT kPM / 32 words a buffer). The cdp children use TileSmem (kPM 16), whose
- * 28.3 KB keep two blocks of four tiles an SM; the flat kernel uses TileSmemT<32>. */
+/* One tile's staging, for tile_write's chunks of up to kPM vertices a thread (8, 16, 32 or 64;
+ * the chunk flags take kT kPM / 32 words a buffer). The cdp children use TileSmem (kPM 16), whose
+ * 28.3 KB keep two blocks of four tiles an SM; the flat kernel uses TileSmemT<64>. */
 template <int kPM> struct TileSmemT {
     static constexpr int kPerMax = kPM;
     static constexpr uint32_t kVMax = kT * kPM;
@@ -494,8 +494,11 @@ template <int kPM> struct TileSmemT {
     uint2 rec[kC];       /* tile_write's record of each curve (kRecM and below) */
     float step[kC];      /* tile_write: each written curve's parameter step, grove__bz_step */
     uint32_t off[kC + 1];
-    uint32_t flag[2][kVMax / 32];
-    uint32_t excl[2][kT];
+    /* a bit a chunk slot; each counting group's slots before it (tile_write): a group is a
+     * thread's kPM slots up to 32, a flag word's 32 for kPM 64; 8-byte aligned for the pairs
+     * of words that a thread reads and writes at kPM 64 */
+    alignas(8) uint32_t flag[2][kVMax / 32];
+    alignas(8) uint32_t excl[2][kPM > 32 ? kVMax / 32 : kT];
     uint32_t wt[2][kT / 32];
     uint8_t deg[kC + 1]; /* deg[C] is read, never used, by tile_write's records */
 };
@@ -547,7 +550,7 @@ __device__ __forceinline__ void tile_stage(S &s, const float *__restrict__ cp,
             scp[4 * cp_unit(e >> 3) + (e & 7)] = __ldg(cp + 8 * c0 + e);
         for (int j = t; j < C; j += kT) s.deg[j] = __ldg(deg + c0 + j);
     }
-    if (t < (int)(S::kVMax / 32)) s.flag[0][t] = 0;
+    for (int i = t; i < (int)(S::kVMax / 32); i += kT) s.flag[0][i] = 0;
     if (inflight) asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
@@ -690,9 +693,15 @@ template <bool kAligned, int kPer, bool kNamed = false, bool kSkip = true, class
 __device__ __forceinline__ void tile_write(S &s, int C, u64 vbase, u64 cap, uint32_t big,
                                            float *__restrict__ xy, L on_last = L())
 {
-    static_assert(kPer == 8 || kPer == 16 || kPer == 32, "chunks of 8, 16 or 32 vertices a thread");
+    static_assert(kPer == 8 || kPer == 16 || kPer == 32 || kPer == 64,
+                  "chunks of 8, 16, 32 or 64 vertices a thread");
     static_assert(kPer <= S::kPerMax, "the staging's chunk flags hold kT kPer bits");
     constexpr uint32_t kV = kT * kPer; /* vertices per chunk */
+    /* the chunk's slots are counted in groups: a thread's kPer slots up to 32 (part of a flag
+     * word), else flag words, kGT a thread */
+    constexpr int kG = kPer < 32 ? kPer : 32;
+    constexpr int kGT = kPer / kG;
+    constexpr int kW = (int)(kV / 32); /* flag words */
     const unsigned t = tile_tid(), lane = t & 31u, w = t >> 5;
     const uint32_t A = s.off[C];
     const uint32_t lim = cap <= vbase ? 0u : (cap - vbase < (u64)A ? (uint32_t)(cap - vbase) : A);
@@ -738,9 +747,17 @@ __device__ __forceinline__ void tile_write(S &s, int C, u64 vbase, u64 cap, uint
             }
         }
         tile_sync<kNamed>();
-        const uint32_t mine =
-            (s.flag[b][(t * kPer) >> 5] >> ((t * kPer) & 31u)) & (~0u >> (32 - kPer));
-        const uint32_t cnt = (uint32_t)__popc(mine);
+        static_assert(kGT == 1 || kGT == 2, "one or two counting groups a thread");
+        uint32_t c0, cnt;
+        if constexpr (kGT == 1) {
+            c0 = (uint32_t)__popc((s.flag[b][(t * kPer) >> 5] >> ((t * kPer) & 31u)) &
+                                  (~0u >> (32 - kPer)));
+            cnt = c0;
+        } else {
+            const uint2 fw = *reinterpret_cast<const uint2 *>(&s.flag[b][2 * t]);
+            c0 = (uint32_t)__popc(fw.x);
+            cnt = c0 + (uint32_t)__popc(fw.y);
+        }
         uint32_t x = cnt;
 #pragma unroll
         for (int d = 1; d < 32; d <<= 1) {
@@ -751,19 +768,25 @@ __device__ __forceinline__ void tile_write(S &s, int C, u64 vbase, u64 cap, uint
         tile_sync<kNamed>();
         uint32_t pre = x - cnt;
         for (unsigned i = 0; i < w; i++) pre += s.wt[b][i];
-        s.excl[b][t] = pre;
-        if (t < kV / 32) s.flag[b ^ 1][t] = 0; /* last read in the previous chunk */
+        /* the next buffer's flags were last read in the previous chunk */
+        if constexpr (kGT == 1) {
+            s.excl[b][t] = pre;
+            if (t < (unsigned)kW) s.flag[b ^ 1][t] = 0;
+        } else {
+            *reinterpret_cast<uint2 *>(&s.excl[b][2 * t]) = make_uint2(pre, pre + c0);
+            *reinterpret_cast<uint2 *>(&s.flag[b ^ 1][2 * t]) = make_uint2(0u, 0u);
+        }
         tile_sync<kNamed>();
         /* the pair of step r: slots sa0 + 2 kT r, vertices ra0 + 2 kT r, stored at d0 + 4 kT r */
         const int sa0 = 2 * (int)t - sh, ra0 = (int)q + sa0;
         float *const d0 = xt + 2 * (ptrdiff_t)ra0;
-        /* 2 kT r is a multiple of kPer and of 32: every step's slot has the same place in its
+        /* 2 kT r is a multiple of kG and of 32: every step's slot has the same place in its
          * group and word (tile_curve); sa0 = -1 (only the first pair of a tile when sh = 1) gives
          * g0 = w0 = -1 (arithmetic shifts), right for r >= 1, unused for r = 0 */
-        constexpr int kL = kPer == 32 ? 5 : kPer == 16 ? 4 : 3; /* log2 kPer */
+        constexpr int kL = kG == 32 ? 5 : kG == 16 ? 4 : 3; /* log2 kG */
         const int g0 = sa0 >> kL, w0 = sa0 >> 5;
-        const uint32_t gsh = (uint32_t)(g0 * kPer) & 31u;
-        const uint32_t low = (2u << ((uint32_t)sa0 & (kPer - 1u))) - 1u;
+        const uint32_t gsh = (uint32_t)(g0 * kG) & 31u;
+        const uint32_t low = (2u << ((uint32_t)sa0 & (kG - 1u))) - 1u;
         /* The steps run kU at a time, unrolled (a step's loads and store at constant offsets
          * from its run's bases), the runs in a loop: chunks of 32 vertices a thread have half
          * the chunk heads (flags, block count, three barriers) of chunks of 16 with the same
@@ -786,8 +809,7 @@ __device__ __forceinline__ void tile_write(S &s, int C, u64 vbase, u64 cap, uint
                             : tile_curve(s, b, prev, g0 < 0 ? 0 : g0, w0 < 0 ? 0 : w0, gsh, low);
                 ja = ja < 0 ? 0 : ja; /* -1 only here: the tile's first pair when sh = 1 */
             } else {
-                ja = tile_curve(s, b, prev, g0 + 2 * kT / kPer * rr, w0 + 2 * kT / 32 * rr, gsh,
-                                low);
+                ja = tile_curve(s, b, prev, g0 + 2 * kT / kG * rr, w0 + 2 * kT / 32 * rr, gsh, low);
             }
             /* not clamped to C - 1: jn = C only when the pair's second vertex is past the tile's
              * last (at or past lim, never written), and cp has room for curve C */
@@ -819,17 +841,18 @@ __device__ __forceinline__ void tile_write(S &s, int C, u64 vbase, u64 cap, uint
                 if (wb) dst[2] = p.z, dst[3] = p.w;
             }
         };
-        if (q + kV <= lim) {
+        /* a run whose pairs all lie below lim (the same for the whole block) takes the steps
+         * without bounds checks; the first that does not checks each step and ends the chunk
+         * at lim (so a chunk of 64 vertices a thread, which holds a whole tile of up to 32
+         * vertices a curve, writes such a tile's vertices in the unchecked runs but the last) */
+        bool end = false;
 #pragma unroll 1
-            for (hb = 0; hb < kPer / 2; hb += kU, dr += 4 * kT * kU, rar += 2 * kT * kU) {
+        for (hb = 0; hb < kPer / 2 && !end; hb += kU, dr += 4 * kT * kU, rar += 2 * kT * kU) {
+            if (q + (uint32_t)(2 * kT * (hb + kU)) <= lim) {
                 /* no branch between a run's steps: their shared loads can all be issued early */
 #pragma unroll
                 for (int r = 0; r < kU; r++) step(r, true);
-            }
-        } else {
-            bool end = false;
-#pragma unroll 1
-            for (hb = 0; hb < kPer / 2 && !end; hb += kU, dr += 4 * kT * kU, rar += 2 * kT * kU) {
+            } else {
 #pragma unroll
                 for (int r = 0; r < kU; r++) {
                     if (rar + 2 * kT * r >= (int)lim) {
@@ -840,7 +863,7 @@ __device__ __forceinline__ void tile_write(S &s, int C, u64 vbase, u64 cap, uint
                 }
             }
         }
-        prev += (int)(s.excl[b][kT - 1] + (uint32_t)__popc(s.flag[b][kV / 32 - 1] >> (32 - kPer)));
+        prev += (int)(s.excl[b][kT * kGT - 1] + (uint32_t)__popc(s.flag[b][kW - 1] >> (32 - kG)));
     }
 }
 
