@@ -7,7 +7,7 @@
  * flat. Persistent blocks (as many as fit at once) take tiles of kC curves in look-back order;
  * for each, a block counts the curves, publishes the tile's vertex total, looks back for its
  * prefix, writes the tile's offsets and then the tile's vertices with bezier_internal.h's tile
- * writer (chunks of 32 vertices a thread, a pair of vertices a 16-byte store). The control
+ * writer (chunks of 64 vertices a thread, a pair of vertices a 16-byte store). The control
  * points are read once (staged in shared memory for both the count and the vertices), and the
  * host waits once, after the only kernel. docs/bezier-gpu.md has the floors and the figures.
  */
