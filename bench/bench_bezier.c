@@ -22,10 +22,13 @@
  *   flat_tile_<size>       flat with a block a tile instead of persistent blocks (the hook; the
  *                          scheduling before session 8);
  *   flat_k16_<size>        flat with the tile writer in chunks of 16 vertices a thread instead
- *                          of 32 (the hook; flat's chunks before 2026-11-28);
+ *                          of 64 (the hook; flat's chunks before 2026-11-28);
+ *   flat_k32_<size>        the same in chunks of 32 (the hook; flat's chunks from 2026-11-28
+ *                          until 2026-11-29);
  *   flat_last_<size>       flat with a block taking its next tile at the start of the current
  *                          one's last chunk instead of after writing it with later tiles'
- *                          curves asked of L2 ahead (the hook; the default until 2026-11-29);
+ *                          curves asked of L2 ahead, in chunks of 32 (the hooks; the default
+ *                          until the twentieth session, 2026-11-29);
  *   cdp_tile_<size>_launches=N  cdp with group children of a tile a block instead of 4 (the
  *                          hook; the child before session 8).
  * Variant rows: n = vertices written, so items/s = vertices/s; GB/s counts the bytes that must
