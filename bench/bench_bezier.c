@@ -29,6 +29,9 @@
  *                          one's last chunk instead of after writing it with later tiles'
  *                          curves asked of L2 ahead, in chunks of 32 (the hooks; the default
  *                          until the twentieth session, 2026-11-29);
+ *   flat_nopre_<size>      flat with each tile's look-back right after its count, before the
+ *                          writer's preparation and first chunk head (the hook; the default
+ *                          until the twenty-first session, 2026-11-29);
  *   cdp_tile_<size>_launches=N  cdp with group children of a tile a block instead of 4 (the
  *                          hook; the child before session 8).
  * Variant rows: n = vertices written, so items/s = vertices/s; GB/s counts the bytes that must

@@ -162,8 +162,10 @@ extern "C" grove_status grove__bench_bezier_cuda(grove_ctx *ctx, const grove_cur
      * block (the hook), 4 flat in chunks of 16 vertices a thread (the hook), 5 flat taking the
      * next tile at the start of the current one's last chunk, in chunks of 32 vertices a thread
      * (the hooks; the default until the twentieth session, 2026-11-29), 6 flat in chunks of 32
-     * vertices a thread (the hook; the default until 2026-11-29, when it became 64) */
-    for (int v = 0; v < 7 && *nrows < max_rows; v++) {
+     * vertices a thread (the hook; the default until 2026-11-29, when it became 64), 7 flat
+     * looking back before the writer's preparation (the hook; the default until the
+     * twenty-first session, 2026-11-29) */
+    for (int v = 0; v < 8 && *nrows < max_rows; v++) {
         grove_bezier_opts o;
         grove_bezier_stats bs;
         uint64_t total = 0;
@@ -172,7 +174,7 @@ extern "C" grove_status grove__bench_bezier_cuda(grove_ctx *ctx, const grove_cur
         const int cdp = v == 1 || v == 3;
         o.variant = cdp ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
         grove__bz_flat_tune(v == 4 ? 16 : v == 5 || v == 6 ? 32 : 0);
-        grove__bz_flat_mode(v == 2 ? 1 : v == 5 ? 7 : 0);
+        grove__bz_flat_mode(v == 2 ? 1 : v == 5 ? 7 : v == 7 ? 8 : 0);
         grove__bz_cdp_mode(v == 3 ? 1 : 0);
         auto run = [&]() -> grove_status {
             return grove_bezier_tessellate_device(ctx, d.cp, d.deg, n, &o, d.off, d.xy, tv, &total,
@@ -206,6 +208,7 @@ extern "C" grove_status grove__bench_bezier_cuda(grove_ctx *ctx, const grove_cur
                      v == 2   ? "flat_tile_%s"
                      : v == 4 ? "flat_k16_%s"
                      : v == 6 ? "flat_k32_%s"
+                     : v == 7 ? "flat_nopre_%s"
                      : v == 5 ? "flat_last_%s"
                               : "flat_%s",
                      size_name);

@@ -395,10 +395,11 @@ static void run_case(const env *E, const char *what, const grove_curves *in,
          * tile in turn (late, early); the state words copied back; chunks of 16 with one
          * persistent block and with the default blocks, chunks of 8 with one; the next tile
          * taken at the start of the current one's last chunk instead of after it is written;
-         * chunks of 32 (the default until 2026-11-29) (the hooks' numbers) */
-        enum { NFP = 12 };
-        const int fper[NFP] = {0, 8, 0, 0, 0, 0, 0, 16, 16, 8, 0, 32},
-                  fmodes[NFP] = {0, 0, 1, 3, 4, 5, 6, 4, 0, 4, 7, 0};
+         * chunks of 32 (the default until 2026-11-29); the look-back before the writer's
+         * preparation (the default until 2026-11-29) (the hooks' numbers) */
+        enum { NFP = 13 };
+        const int fper[NFP] = {0, 8, 0, 0, 0, 0, 0, 16, 16, 8, 0, 32, 0},
+                  fmodes[NFP] = {0, 0, 1, 3, 4, 5, 6, 4, 0, 4, 7, 0, 8};
 #else
         enum { NFP = 1 };
         const int nplans = 1;
@@ -918,18 +919,18 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
      * output where a writer handles an edge apart (the first vertex, the first and second pair,
      * around the end of the first tile, half, the last two vertices), the output 16-byte
      * aligned, 8-byte aligned (the first vertex in a pair's second half) and 4-byte aligned
-     * (float by float). v: flat (the tile writer in chunks of 64 vertices a thread), flat in
-     * chunks of 8 and of 16, cdp */
+     * (float by float). v: bz_per's cases (flat in chunks of 64, 8, 16 and 32 vertices a
+     * thread, cdp in chunks of 16 and 8) */
     {
         const uint64_t a0 = ref.offsets[512 < n ? 512 : n]; /* the first tile's vertices */
         const uint64_t caps[] = {1, 2, 3, a0 - 1, a0, a0 + 1, a0 + 2, tv / 2, tv - 2, tv - 1};
-        for (int v = 0; v < 4 - g_no_cdp; v++)
-            for (int shift = 0; shift < 3; shift++)
+        for (int v = 0; v < BZ_CASES; v++)
+            for (int shift = 0; shift < 3 && !(g_no_cdp && bz_cdp(v)); shift++)
                 for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
                     const uint64_t cap = caps[c];
                     size_t bad = 0;
-                    o.variant = v == 3 ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
-                    grove__bz_flat_tune(v == 1 ? 8 : v == 2 ? 16 : 0);
+                    o.variant = bz_cdp(v) ? GROVE_BEZIER_CDP : GROVE_BEZIER_FLAT;
+                    grove__bz_flat_tune(bz_per(v));
                     cudaMemset(d_xy, 0x7f, (2 * tv + 2) * sizeof(float));
                     total = 0;
                     expect_err(gpu, "capacity",
@@ -939,7 +940,7 @@ static void test_device_calls(grove_ctx *gpu, grove_ctx *cpu, tu_rng *r)
                     CHECK(total == tv);
                     cudaMemcpy(h_xy, d_xy, (2 * tv + 2) * sizeof(float), cudaMemcpyDeviceToHost);
                     for (uint64_t i = 0; i < 2 * tv + 2; i++) {
-                        if (i < (uint64_t)shift || i >= (uint64_t)shift + 2 * cap || v == 3)
+                        if (i < (uint64_t)shift || i >= (uint64_t)shift + 2 * cap || bz_cdp(v))
                             bad += ((uint32_t *)h_xy)[i] != 0x7f7f7f7fu;
                         else
                             bad += memcmp(h_xy + i, ref.xy + (i - (uint64_t)shift),

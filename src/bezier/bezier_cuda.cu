@@ -65,9 +65,12 @@ enum FlatMode {
     FLAT_PERSIST_ONE,       /* test hook: persistent, one block (all tiles in turn) */
     FLAT_PERSIST_EARLY_ONE, /* the same, early */
     FLAT_PERSIST_FETCH,     /* persistent, the state words copied back (not zero-copy) */
-    FLAT_PERSIST_LAST       /* persistent, the next tile taken (and its curves asked of L2) at the
+    FLAT_PERSIST_LAST,      /* persistent, the next tile taken (and its curves asked of L2) at the
                              * start of the current one's last chunk: the default from the
                              * sixteenth session until the twentieth (2026-11-29) */
+    FLAT_PERSIST_NOPRE      /* persistent, a writing pass's look-back right after the count, the
+                             * writer's preparation and first chunk head after it (the default
+                             * until the twenty-first session, 2026-11-29) */
 };
 constexpr int kFlatDefault = FLAT_PERSIST;
 constexpr int kAheadDiv = 5; /* the L2 prefetch runs room / kAheadDiv tiles ahead of the claims */
@@ -89,7 +92,7 @@ unsigned long long *g_cdp_rec = nullptr; /* grove__bz_cdp_probe */
 /* The persistent grid (multiprocessors x resident blocks of bz_fused_persist<aligned, kPer>) per
  * device, asked once: the occupancy query costs host time on every call otherwise. */
 constexpr int kOccDevices = 64;
-std::atomic<int> g_room[kOccDevices][16];
+std::atomic<int> g_room[kOccDevices][24];
 
 /* Calls f(A, P) with A = std::integral_constant<bool, al> and P = std::integral_constant<int,
  * kPer>, kPer = per when 8, 16 or 32 and 64 otherwise (tile_write's chunks), so that one launch
@@ -178,8 +181,11 @@ __device__ __forceinline__ void take_next(FusedSmem &f, int nb, uint32_t *counte
  * The last tile writes off[n] and the total into st[S_TOTAL].
  * With `next` (persistent blocks, early mode), warp 0 takes the block's next tile id into
  * f.id[nb] as soon as this tile's inclusive value is published and asks L2 for its curves, so
- * that they arrive while this tile is written. */
-template <bool kAligned, int kPer, bool kLast = false>
+ * that they arrive while this tile is written. kPre (a writing pass): the tile's total is
+ * published first, then the whole block prepares the writer and runs its first chunk head
+ * (neither needs the prefix), and warp 0 looks back only then, when more of the tiles before
+ * have published theirs (fewer polls of unpublished states, and the wait overlaps that work). */
+template <bool kAligned, int kPer, bool kLast = false, bool kPre = false>
 __device__ __forceinline__ void
 fused_tile(TileSmemT<kPer> &s, FusedSmem &f, int id, int nb, bool next,
            const float *__restrict__ cp, const uint8_t *__restrict__ deg, u64 n, u64 ntiles,
@@ -233,12 +239,20 @@ fused_tile(TileSmemT<kPer> &s, FusedSmem &f, int id, int nb, bool next,
     s.off[t] = pre0;
     s.off[t + kT] = agg0 + pre1;
     if (t == kT - 1) s.off[kC] = agg;
+    if constexpr (kPre) {
+        /* the tile's total first; then the writer's preparation and first chunk head, which do
+         * not depend on the prefix, while the tiles before finish counting; then the look-back */
+        if (t == 0) ts.publish(id, id == 0 ? grove_lb::ST_INCL : grove_lb::ST_AGG, (u64)agg);
+        __syncthreads();
+        tile_prep(s, C, 0xffffffffu);
+        tile_head<kPer, false>(s, C, 0u, 0);
+    }
     if (w == 0) {
         u64 prefix = 0;
         if (id == 0) {
-            if (lane == 0) ts.publish(0, grove_lb::ST_INCL, (u64)agg);
+            if (lane == 0 && !kPre) ts.publish(0, grove_lb::ST_INCL, (u64)agg);
         } else {
-            if (lane == 0) ts.publish(id, grove_lb::ST_AGG, (u64)agg);
+            if (lane == 0 && !kPre) ts.publish(id, grove_lb::ST_AGG, (u64)agg);
             prefix = grove_lb::lookback<grove_lb::Sum<u64>, u64>(ts, id);
             if (lane == 0) ts.publish(id, grove_lb::ST_INCL, prefix + agg);
         }
@@ -258,7 +272,7 @@ fused_tile(TileSmemT<kPer> &s, FusedSmem &f, int id, int nb, bool next,
         st[S_TOTAL] = vbase + agg;
     }
     if (!kLast) {
-        tile_write<kAligned, kPer, false, false>(s, C, vbase, cap, 0xffffffffu, xy);
+        tile_write<kAligned, kPer, false, false, kPre>(s, C, vbase, cap, 0xffffffffu, xy);
         return;
     }
     /* kLast: the next tile id is taken at the start of this tile's last chunk, and its curves
@@ -267,7 +281,7 @@ fused_tile(TileSmemT<kPer> &s, FusedSmem &f, int id, int nb, bool next,
     auto take = [&]() {
         if (w == 0) take_next(f, nb, counter, ntiles, n, cp, deg);
     };
-    tile_write<kAligned, kPer, false, false>(s, C, vbase, cap, 0xffffffffu, xy, take);
+    tile_write<kAligned, kPer, false, false, false>(s, C, vbase, cap, 0xffffffffu, xy, take);
 }
 
 /* The single pass, a block a tile: a block takes the next tile id (so tile i only ever waits for
@@ -295,13 +309,13 @@ __global__ void __launch_bounds__(kT, 5)
  * this tile's last chunk; else: take it when this tile is written, and, with ahead > 0, ask L2
  * at each tile's start for the curves of tile id + ahead, which another block will take about
  * then (tiles are taken in order, one every few tens of nanoseconds), so that a tile is staged
- * from L2 although it is taken only when the block is free to count it. */
-template <bool kAligned, int kPer, bool kLast = false>
+ * from L2 although it is taken only when the block is free to count it. kPre: fused_tile's. */
+template <bool kAligned, int kPer, bool kLast = false, bool kPre = false>
 __global__ void __launch_bounds__(kT, 5)
     bz_fused_persist(const float *__restrict__ cp, const uint8_t *__restrict__ deg, u64 n,
                      grove__bz_rule r, u64 *__restrict__ off, float *__restrict__ xy, u64 cap,
-                     uint32_t *counter, CallState ts, u64 *__restrict__ st,
-                     int early, u64 *hs_map, int ahead)
+                     uint32_t *counter, CallState ts, u64 *__restrict__ st, int early, u64 *hs_map,
+                     int ahead)
 {
     __shared__ TileSmemT<kPer> s;
     __shared__ FusedSmem f;
@@ -312,8 +326,8 @@ __global__ void __launch_bounds__(kT, 5)
     for (int id = f.id[0]; (u64)id < ntiles;) {
         if (kLast && threadIdx.x == 0) f.id[cur ^ 1] = -1;
         if (ahead > 0 && threadIdx.x < 32) prefetch_tile((u64)id + (u64)ahead, ntiles, n, cp, deg);
-        fused_tile<kAligned, kPer, kLast>(s, f, id, cur ^ 1, early != 0, cp, deg, n, ntiles, r,
-                                          off, xy, cap, counter, ts, st);
+        fused_tile<kAligned, kPer, kLast, kPre>(s, f, id, cur ^ 1, early != 0, cp, deg, n, ntiles,
+                                                r, off, xy, cap, counter, ts, st);
         if (kLast) {
             __syncthreads();
             if (threadIdx.x == 0 && f.id[cur ^ 1] < 0) f.id[cur ^ 1] = (int)atomicAdd(counter, 1u);
@@ -498,6 +512,12 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
             const int early =
                 cap == 0 || mode == FLAT_PERSIST_EARLY || mode == FLAT_PERSIST_EARLY_ONE;
             const bool last = !early && mode == FLAT_PERSIST_LAST;
+            /* a writing pass publishes its tile's total, prepares the writer and runs the first
+             * chunk head, and only then looks back: the tiles before have had that long to
+             * publish their totals (10^7 curves on the H200, 2026-11-29: 0.512-0.515 ms
+             * against 0.532-0.536 looking back first, half lines 0.395-0.396 against
+             * 0.423-0.428); counting only, nothing is written and the look-back comes first */
+            const bool pre = !early && !last && mode != FLAT_PERSIST_NOPRE;
             /* the state words come back zero-copy, and the kernel clears the header for the
              * next pass (counting only too, since 2026-11-29: count-only calls and cdp's count
              * pass had copied them back and left the header to the next pass's memset) */
@@ -516,9 +536,17 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
             st = writer_dispatch(al, g_per, [&](auto A, auto P) -> grove_status {
                 constexpr bool kA = decltype(A)::value;
                 constexpr int kPer = decltype(P)::value;
-                auto *fn = last ? bz_fused_persist<kA, kPer, true> : bz_fused_persist<kA, kPer>;
-                const int which = (last ? 8 : 0) + (kA ? 4 : 0) +
-                                  (kPer == 8 ? 1 : kPer == 16 ? 2 : kPer == 32 ? 3 : 0);
+                auto *fn = last  ? bz_fused_persist<kA, kPer, true>
+                           : pre ? bz_fused_persist<kA, kPer, false, true>
+                                 : bz_fused_persist<kA, kPer>;
+                const int which = (last  ? 8
+                                   : pre ? 16
+                                         : 0) +
+                                  (kA ? 4 : 0) +
+                                  (kPer == 8    ? 1
+                                   : kPer == 16 ? 2
+                                   : kPer == 32 ? 3
+                                                : 0);
                 int room = 0;
                 GROVE_TRY(persist_room(ctx, cache ? &g_room[ctx->device][which] : nullptr,
                                        (const void *)fn, &room));
@@ -535,8 +563,7 @@ grove_status fused(Scratch &S, const float *d_cp, const uint8_t *d_deg, size_t n
         }
         GROVE_TRY(st);
         GROVE_CUDA_LAUNCHED(ctx, "bezier: launching the tessellation kernel");
-        if (timed)
-            GROVE_CUDA_TRY(ctx, cudaEventRecord(g_kev[1], S.s), "bezier: the bench's event");
+        if (timed) GROVE_CUDA_TRY(ctx, cudaEventRecord(g_kev[1], S.s), "bezier: the bench's event");
     }
     if (mapped) {
         /* the kernel wrote the state words into the page-locked scratch: nothing is copied */

@@ -494,9 +494,9 @@ template <int kPM> struct TileSmemT {
     uint2 rec[kC];       /* tile_write's record of each curve (kRecM and below) */
     float step[kC];      /* tile_write: each written curve's parameter step, grove__bz_step */
     uint32_t off[kC + 1];
-    /* a bit a chunk slot; each counting group's slots before it (tile_write): a group is a
-     * thread's kPM slots up to 32, a flag word's 32 for kPM 64; 8-byte aligned for the pairs
-     * of words that a thread reads and writes at kPM 64 */
+    /* a bit a chunk slot; the curves started before each counting group (tile_write): a
+     * group is a thread's kPer slots for kPer up to 32, a flag word's 32 for kPer 64;
+     * 8-byte aligned for the pairs of words that a thread reads and writes at kPer 64 */
     alignas(8) uint32_t flag[2][kVMax / 32];
     alignas(8) uint32_t excl[2][kPM > 32 ? kVMax / 32 : kT];
     uint32_t wt[2][kT / 32];
@@ -554,12 +554,13 @@ __device__ __forceinline__ void tile_stage(S &s, const float *__restrict__ cp,
     if (inflight) asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
-/* The curve of a chunk slot lv (chunk buffer b, prev = the curve before the chunk): g = lv / kPer
- * (its group), wi = lv / 32 (its flag word), sh = (g kPer) mod 32 (the group's first bit in the
- * word), low = the mask of lv's bit and those below it in its group, (2 << (lv mod kPer)) - 1.
- * The caller derives them from its first slot: a thread's slots are 2 kT apart, a multiple of
- * kPer and of 32, so sh and low are the same for all of them, and g and wi grow by constants
- * (the loads then take immediate offsets). */
+/* The curve of a chunk slot lv (chunk buffer b, prev = the curve before the chunk), with kG the
+ * counting group's slots (kPer up to 32, else 32: tile_write): g = lv / kG (its group), wi =
+ * lv / 32 (its flag word), sh = (g kG) mod 32 (the group's first bit in the word), low = the mask
+ * of lv's bit and those below it in its group, (2 << (lv mod kG)) - 1. The caller derives them
+ * from its first slot: a thread's slots are 2 kT apart, a multiple of kG and of 32, so sh and
+ * low are the same for all of them, and g and wi grow by constants (the loads then take
+ * immediate offsets). */
 template <class S>
 __device__ __forceinline__ int tile_curve(const S &s, int b, int prev, int g, int wi, uint32_t sh,
                                           uint32_t low)
@@ -676,38 +677,13 @@ struct NoLast {
     __device__ __forceinline__ void operator()() const {}
 };
 
-/* Writes the vertices of the staged tile (s.off[0..C] filled, a barrier of the tile group since):
- * global vertex index vbase + relative offset. Vertices at index >= cap are not written, nor those
- * of curves with m >= big (the cdp variant gives those a child grid of their own). kAligned: d_xy
- * is 8-byte aligned; the pairs then start one vertex early when needed so that a pair's first
- * vertex is 16-byte aligned. The main loop has no branch on the curve: it writes every curve
- * of m < big (all in the cubic form's staging, a line's weight of e3 chosen by a select). Until
- * 2026-11-28 lines and curves of 2 vertices were left to a slow pass after the loop, a warp per
- * curve (1.8x the time of the whole call when half the curves were lines). kSkip false: the
- * caller passes big = ~0u (no curve skipped), so the loop drops the skip bits' tests and a full
- * chunk's pairs store without a branch. on_last: called by every thread at the start of the
- * tile's last chunk (flat takes its next tile there). All threads call it.
- */
-template <bool kAligned, int kPer, bool kNamed = false, bool kSkip = true, class S,
-          class L = NoLast>
-__device__ __forceinline__ void tile_write(S &s, int C, u64 vbase, u64 cap, uint32_t big,
-                                           float *__restrict__ xy, L on_last = L())
+/* tile_write's first part, before its chunks: each curve's record and parameter step, and the
+ * staging rewritten into the cubic form's offsets (tile_offsets). Needs s.off[0..C] filled and a
+ * barrier of the tile group since; the tile group synchronizes before the records are read (the
+ * chunk head's barriers). */
+template <class S> __device__ __forceinline__ void tile_prep(S &s, int C, uint32_t big)
 {
-    static_assert(kPer == 8 || kPer == 16 || kPer == 32 || kPer == 64,
-                  "chunks of 8, 16, 32 or 64 vertices a thread");
-    static_assert(kPer <= S::kPerMax, "the staging's chunk flags hold kT kPer bits");
-    constexpr uint32_t kV = kT * kPer; /* vertices per chunk */
-    /* the chunk's slots are counted in groups: a thread's kPer slots up to 32 (part of a flag
-     * word), else flag words, kGT a thread */
-    constexpr int kG = kPer < 32 ? kPer : 32;
-    constexpr int kGT = kPer / kG;
-    constexpr int kW = (int)(kV / 32); /* flag words */
-    const unsigned t = tile_tid(), lane = t & 31u, w = t >> 5;
-    const uint32_t A = s.off[C];
-    const uint32_t lim = cap <= vbase ? 0u : (cap - vbase < (u64)A ? (uint32_t)(cap - vbase) : A);
-    if (lim == 0) return; /* the same for the whole block */
-    const int sh = kAligned ? (int)((((uintptr_t)(xy + 2 * vbase)) >> 3) & 1u) : 0;
-    float *const xt = xy + 2 * vbase;
+    const unsigned t = tile_tid();
     static_assert(kCPT == 2, "a thread's offsets and records are read and written as pairs");
     {
         /* a thread's two curves and the next (for its skip bit): their offsets with one 8-byte
@@ -733,50 +709,103 @@ __device__ __forceinline__ void tile_write(S &s, int C, u64 vbase, u64 cap, uint
         if (j0 < C) *reinterpret_cast<uint4 *>(&s.rec[j0]) = make_uint4(oe[0], ry[0], oe[1], ry[1]);
     }
     tile_offsets(s, C, big);
+}
+
+/* A chunk head of tile_write: the curves starting in chunk q (slots q .. q + kT kPer) set their
+ * slot's bit in flag buffer b, a block-wide count gives each counting group the curves started
+ * before it (s.excl[b]), and the other buffer's flags are cleared for the next chunk. Three
+ * barriers of the tile group; the last makes everything written before the call visible. */
+template <int kPer, bool kNamed, class S>
+__device__ __forceinline__ void tile_head(S &s, int C, uint32_t q, int b)
+{
+    constexpr uint32_t kV = kT * kPer;
+    constexpr int kG = kPer < 32 ? kPer : 32;
+    constexpr int kGT = kPer / kG;
+    constexpr int kW = (int)(kV / 32);
+    const unsigned t = tile_tid(), lane = t & 31u, w = t >> 5;
+    {
+        const uint2 o01 = *reinterpret_cast<const uint2 *>(&s.off[t * kCPT]);
+#pragma unroll
+        for (int k = 0; k < kCPT; k++) {
+            const uint32_t o = k == 0 ? o01.x : o01.y;
+            if ((int)t * kCPT + k < C && o >= q && o - q < kV)
+                atomicOr(&s.flag[b][(o - q) >> 5], 1u << ((o - q) & 31u));
+        }
+    }
+    tile_sync<kNamed>();
+    static_assert(kGT == 1 || kGT == 2, "one or two counting groups a thread");
+    uint32_t c0, cnt;
+    if constexpr (kGT == 1) {
+        c0 = (uint32_t)__popc((s.flag[b][(t * kPer) >> 5] >> ((t * kPer) & 31u)) &
+                              (~0u >> (32 - kPer)));
+        cnt = c0;
+    } else {
+        const uint2 fw = *reinterpret_cast<const uint2 *>(&s.flag[b][2 * t]);
+        c0 = (uint32_t)__popc(fw.x);
+        cnt = c0 + (uint32_t)__popc(fw.y);
+    }
+    uint32_t x = cnt;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        const uint32_t y = __shfl_up_sync(0xffffffffu, x, d);
+        if (lane >= (unsigned)d) x += y;
+    }
+    if (lane == 31) s.wt[b][w] = x;
+    tile_sync<kNamed>();
+    uint32_t pre = x - cnt;
+    for (unsigned i = 0; i < w; i++) pre += s.wt[b][i];
+    /* the next buffer's flags were last read in the previous chunk */
+    if constexpr (kGT == 1) {
+        s.excl[b][t] = pre;
+        if (t < (unsigned)kW) s.flag[b ^ 1][t] = 0;
+    } else {
+        *reinterpret_cast<uint2 *>(&s.excl[b][2 * t]) = make_uint2(pre, pre + c0);
+        *reinterpret_cast<uint2 *>(&s.flag[b ^ 1][2 * t]) = make_uint2(0u, 0u);
+    }
+    tile_sync<kNamed>();
+}
+
+/* Writes the vertices of the staged tile (s.off[0..C] filled, a barrier of the tile group since):
+ * global vertex index vbase + relative offset. Vertices at index >= cap are not written, nor those
+ * of curves with m >= big (the cdp variant gives those a child grid of their own). kAligned: d_xy
+ * is 8-byte aligned; the pairs then start one vertex early when needed so that a pair's first
+ * vertex is 16-byte aligned. The main loop has no branch on the curve: it writes every curve
+ * of m < big (all in the cubic form's staging, a line's weight of e3 chosen by a select). Until
+ * 2026-11-28 lines and curves of 2 vertices were left to a slow pass after the loop, a warp per
+ * curve (1.8x the time of the whole call when half the curves were lines). kSkip false: the
+ * caller passes big = ~0u (no curve skipped), so the loop drops the skip bits' tests and a full
+ * chunk's pairs store without a branch. on_last: called by every thread at the start of the
+ * tile's last chunk (flat takes its next tile there). All threads call it. kPre: the caller
+ * has run tile_prep and the first chunk's head (tile_head, q = 0, buffer 0) already, so that
+ * they can overlap its wait for the tile's prefix (vbase).
+ */
+template <bool kAligned, int kPer, bool kNamed = false, bool kSkip = true, bool kPre = false,
+          class S, class L = NoLast>
+__device__ __forceinline__ void tile_write(S &s, int C, u64 vbase, u64 cap, uint32_t big,
+                                           float *__restrict__ xy, L on_last = L())
+{
+    static_assert(kPer == 8 || kPer == 16 || kPer == 32 || kPer == 64,
+                  "chunks of 8, 16, 32 or 64 vertices a thread");
+    static_assert(kPer <= S::kPerMax, "the staging's chunk flags hold kT kPer bits");
+    constexpr uint32_t kV = kT * kPer; /* vertices per chunk */
+    /* the chunk's slots are counted in groups: a thread's kPer slots up to 32 (part of a flag
+     * word), else flag words, kGT a thread */
+    constexpr int kG = kPer < 32 ? kPer : 32;
+    constexpr int kGT = kPer / kG;
+    constexpr int kW = (int)(kV / 32); /* flag words */
+    const unsigned t = tile_tid();
+    const uint32_t A = s.off[C];
+    const uint32_t lim = cap <= vbase ? 0u : (cap - vbase < (u64)A ? (uint32_t)(cap - vbase) : A);
+    if (lim == 0) return; /* the same for the whole block */
+    const int sh = kAligned ? (int)((((uintptr_t)(xy + 2 * vbase)) >> 3) & 1u) : 0;
+    float *const xt = xy + 2 * vbase;
+    if constexpr (!kPre) tile_prep(s, C, big);
     int prev = -1; /* the curve of the slot before the chunk */
     int b = 0;
     for (uint32_t q = 0; q < lim + (uint32_t)sh; q += kV, b ^= 1) {
         if (q + kV >= lim + (uint32_t)sh) on_last(); /* every thread, at the last chunk */
-        {
-            const uint2 o01 = *reinterpret_cast<const uint2 *>(&s.off[t * kCPT]);
-#pragma unroll
-            for (int k = 0; k < kCPT; k++) {
-                const uint32_t o = k == 0 ? o01.x : o01.y;
-                if ((int)t * kCPT + k < C && o >= q && o - q < kV)
-                    atomicOr(&s.flag[b][(o - q) >> 5], 1u << ((o - q) & 31u));
-            }
-        }
-        tile_sync<kNamed>();
-        static_assert(kGT == 1 || kGT == 2, "one or two counting groups a thread");
-        uint32_t c0, cnt;
-        if constexpr (kGT == 1) {
-            c0 = (uint32_t)__popc((s.flag[b][(t * kPer) >> 5] >> ((t * kPer) & 31u)) &
-                                  (~0u >> (32 - kPer)));
-            cnt = c0;
-        } else {
-            const uint2 fw = *reinterpret_cast<const uint2 *>(&s.flag[b][2 * t]);
-            c0 = (uint32_t)__popc(fw.x);
-            cnt = c0 + (uint32_t)__popc(fw.y);
-        }
-        uint32_t x = cnt;
-#pragma unroll
-        for (int d = 1; d < 32; d <<= 1) {
-            const uint32_t y = __shfl_up_sync(0xffffffffu, x, d);
-            if (lane >= (unsigned)d) x += y;
-        }
-        if (lane == 31) s.wt[b][w] = x;
-        tile_sync<kNamed>();
-        uint32_t pre = x - cnt;
-        for (unsigned i = 0; i < w; i++) pre += s.wt[b][i];
-        /* the next buffer's flags were last read in the previous chunk */
-        if constexpr (kGT == 1) {
-            s.excl[b][t] = pre;
-            if (t < (unsigned)kW) s.flag[b ^ 1][t] = 0;
-        } else {
-            *reinterpret_cast<uint2 *>(&s.excl[b][2 * t]) = make_uint2(pre, pre + c0);
-            *reinterpret_cast<uint2 *>(&s.flag[b ^ 1][2 * t]) = make_uint2(0u, 0u);
-        }
-        tile_sync<kNamed>();
+        /* with kPre the caller ran the first chunk's head */
+        if (!kPre || q != 0) tile_head<kPer, kNamed>(s, C, q, b);
         /* the pair of step r: slots sa0 + 2 kT r, vertices ra0 + 2 kT r, stored at d0 + 4 kT r */
         const int sa0 = 2 * (int)t - sh, ra0 = (int)q + sa0;
         float *const d0 = xt + 2 * (ptrdiff_t)ra0;
