@@ -192,6 +192,9 @@ fused_tile(TileSmemT<kPer> &s, FusedSmem &f, int id, int nb, bool next,
            const grove__bz_rule &r, u64 *__restrict__ off, float *__restrict__ xy, u64 cap,
            uint32_t *counter, CallState ts, u64 *__restrict__ st)
 {
+    /* kLast's writer runs its own preparation and takes the next tile at its last chunk's
+     * head: it cannot follow kPre's early preparation */
+    static_assert(!(kLast && kPre), "kPre is for the writer that takes the next tile after");
     const unsigned t = threadIdx.x, lane = t & 31u, w = t >> 5;
     const u64 c0 = (u64)id * kC;
     const int C = n - c0 < (u64)kC ? (int)(n - c0) : kC;

@@ -38,9 +38,9 @@ void grove__bz_cdp_tune(size_t chunk_max, size_t device_cap, size_t group, unsig
 void grove__bz_cdp_plan(size_t *group, unsigned *big);
 
 /* Test and bench hook for the tile writer's chunk width (vertices a thread): 0 the defaults
- * (flat 32, the cdp children 16); 8 makes both write in chunks of 8; 16 makes flat write in
- * chunks of 16 (its width before 2026-11-28); any other value is taken as 0. Not
- * thread-safe. */
+ * (flat 64, the cdp children 16); 8 makes both write in chunks of 8; 16 and 32 make flat write
+ * in chunks of 16 (its width before 2026-11-28) and 32 (from then until 2026-11-29); any other
+ * value is taken as 0. Not thread-safe. */
 void grove__bz_flat_tune(int per);
 
 /* Test and bench hooks selecting a kernel variant (0: the default). flat: 1 a block a tile (the
@@ -49,8 +49,9 @@ void grove__bz_flat_tune(int per);
  * with one block (every tile in turn), 6 as 2 with the state words copied back instead of written
  * to the context's page-locked scratch by the kernel, 7 as 2 with the next tile taken (and its
  * curves asked of L2) at the start of the current one's last chunk instead of after it is
- * written with the curves of later tiles asked of L2 ahead (the default until 2026-11-29).
- * cdp: the group child, 1 a tile a block (the child before session 8), 2 four tiles a block
+ * written with the curves of later tiles asked of L2 ahead (the default until 2026-11-29), 8 as
+ * 2 with each tile's look-back right after its count, before the writer's preparation and
+ * first chunk head (the default until the twenty-first session, 2026-11-29). cdp: the group child, 1 a tile a block (the child before session 8), 2 four tiles a block
  * (the default).
  * grove__bz_cdp_probe: per-block records of the cdp children into device memory rec (16 header
  * words, then 4 a tile of 512 curves: %smid and %globaltimer at the tile's start and end),

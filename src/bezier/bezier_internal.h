@@ -431,6 +431,8 @@ grove_status grove__bz_tessellate_cpu(grove_ctx *ctx, const grove_curves *in,
 #endif
 
 #ifdef __CUDACC__
+#include <type_traits>
+
 /* ---- the tile writer of the CUDA backend (bezier_cuda.cu's flat kernel and bezier_cdp.cu's
  * group children) ----
  * A tile is kC consecutive curves, handled by one block of kT threads: their control points and
@@ -787,6 +789,9 @@ __device__ __forceinline__ void tile_write(S &s, int C, u64 vbase, u64 cap, uint
     static_assert(kPer == 8 || kPer == 16 || kPer == 32 || kPer == 64,
                   "chunks of 8, 16, 32 or 64 vertices a thread");
     static_assert(kPer <= S::kPerMax, "the staging's chunk flags hold kT kPer bits");
+    /* with kPre the first chunk's head ran before the call: a hook at the last chunk's start
+     * would come after it */
+    static_assert(!kPre || std::is_same<L, NoLast>::value, "kPre takes no on_last hook");
     constexpr uint32_t kV = kT * kPer; /* vertices per chunk */
     /* the chunk's slots are counted in groups: a thread's kPer slots up to 32 (part of a flag
      * word), else flag words, kGT a thread */
