@@ -51,8 +51,8 @@ void grove__bz_flat_tune(int per);
  * curves asked of L2) at the start of the current one's last chunk instead of after it is
  * written with the curves of later tiles asked of L2 ahead (the default until 2026-11-29), 8 as
  * 2 with each tile's look-back right after its count, before the writer's preparation and
- * first chunk head (the default until the twenty-first session, 2026-11-29). cdp: the group child, 1 a tile a block (the child before session 8), 2 four tiles a block
- * (the default).
+ * first chunk head (the default until the twenty-first session, 2026-11-29). cdp: the group
+ * child, 1 a tile a block (the child before session 8), 2 four tiles a block (the default).
  * grove__bz_cdp_probe: per-block records of the cdp children into device memory rec (16 header
  * words, then 4 a tile of 512 curves: %smid and %globaltimer at the tile's start and end),
  * nullptr for none. Not thread-safe. */

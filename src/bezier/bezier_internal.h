@@ -679,6 +679,19 @@ struct NoLast {
     __device__ __forceinline__ void operator()() const {}
 };
 
+/* The shape of tile_write's chunks of kPer vertices a thread (8, 16, 32 or 64): kV vertices a
+ * chunk, kW flag words a buffer; the slots are counted in groups of kG (a thread's kPer slots
+ * up to 32, part of a flag word; else flag words), kGT groups a thread. */
+template <int kPer> struct ChunkShape {
+    static_assert(kPer == 8 || kPer == 16 || kPer == 32 || kPer == 64,
+                  "chunks of 8, 16, 32 or 64 vertices a thread");
+    static constexpr uint32_t kV = kT * kPer;
+    static constexpr int kW = (int)(kV / 32);
+    static constexpr int kG = kPer < 32 ? kPer : 32;
+    static constexpr int kGT = kPer / kG;
+    static_assert(kGT == 1 || kGT == 2, "one or two counting groups a thread");
+};
+
 /* tile_write's first part, before its chunks: each curve's record and parameter step, and the
  * staging rewritten into the cubic form's offsets (tile_offsets). Needs s.off[0..C] filled and a
  * barrier of the tile group since; the tile group synchronizes before the records are read (the
@@ -720,10 +733,9 @@ template <class S> __device__ __forceinline__ void tile_prep(S &s, int C, uint32
 template <int kPer, bool kNamed, class S>
 __device__ __forceinline__ void tile_head(S &s, int C, uint32_t q, int b)
 {
-    constexpr uint32_t kV = kT * kPer;
-    constexpr int kG = kPer < 32 ? kPer : 32;
-    constexpr int kGT = kPer / kG;
-    constexpr int kW = (int)(kV / 32);
+    using Sh = ChunkShape<kPer>;
+    constexpr uint32_t kV = Sh::kV;
+    constexpr int kGT = Sh::kGT, kW = Sh::kW;
     const unsigned t = tile_tid(), lane = t & 31u, w = t >> 5;
     {
         const uint2 o01 = *reinterpret_cast<const uint2 *>(&s.off[t * kCPT]);
@@ -735,7 +747,6 @@ __device__ __forceinline__ void tile_head(S &s, int C, uint32_t q, int b)
         }
     }
     tile_sync<kNamed>();
-    static_assert(kGT == 1 || kGT == 2, "one or two counting groups a thread");
     uint32_t c0, cnt;
     if constexpr (kGT == 1) {
         c0 = (uint32_t)__popc((s.flag[b][(t * kPer) >> 5] >> ((t * kPer) & 31u)) &
@@ -786,18 +797,13 @@ template <bool kAligned, int kPer, bool kNamed = false, bool kSkip = true, bool 
 __device__ __forceinline__ void tile_write(S &s, int C, u64 vbase, u64 cap, uint32_t big,
                                            float *__restrict__ xy, L on_last = L())
 {
-    static_assert(kPer == 8 || kPer == 16 || kPer == 32 || kPer == 64,
-                  "chunks of 8, 16, 32 or 64 vertices a thread");
     static_assert(kPer <= S::kPerMax, "the staging's chunk flags hold kT kPer bits");
     /* with kPre the first chunk's head ran before the call: a hook at the last chunk's start
      * would come after it */
     static_assert(!kPre || std::is_same<L, NoLast>::value, "kPre takes no on_last hook");
-    constexpr uint32_t kV = kT * kPer; /* vertices per chunk */
-    /* the chunk's slots are counted in groups: a thread's kPer slots up to 32 (part of a flag
-     * word), else flag words, kGT a thread */
-    constexpr int kG = kPer < 32 ? kPer : 32;
-    constexpr int kGT = kPer / kG;
-    constexpr int kW = (int)(kV / 32); /* flag words */
+    using Sh = ChunkShape<kPer>;
+    constexpr uint32_t kV = Sh::kV;
+    constexpr int kG = Sh::kG, kGT = Sh::kGT, kW = Sh::kW;
     const unsigned t = tile_tid();
     const uint32_t A = s.off[C];
     const uint32_t lim = cap <= vbase ? 0u : (cap - vbase < (u64)A ? (uint32_t)(cap - vbase) : A);
